@@ -1,0 +1,752 @@
+"""Message encodings: the stored CommitLog record, batch bodies, properties, ids and tag codes.
+
+The byte layouts are declared once with construct (``MessageRecordV1``, ``MessageRecordV2``,
+``BatchEntryFormat``); the per-message code uses ``struct.Struct`` objects derived from the same
+field table (``_PREFIX_STRUCTS``) and tests prove both agree. See /work/shared/spec/message.md.
+
+Sans-I/O: no files, no sockets, no trio.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import zlib
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from construct import (
+    Bytes,
+    Const,
+    IfThenElse,
+    Int8sb,
+    Int16sb,
+    Int32sb,
+    Int64sb,
+    Struct,
+    this,
+)
+
+# --------------------------------------------------------------------------------------------
+# Constants
+# --------------------------------------------------------------------------------------------
+
+MAGIC_CODE_V1 = -626843481  # 0xDAA320A7 as a signed int32
+MAGIC_CODE_V2 = -626843477  # 0xDAA320AB: int16 topic length (5.x, topics > 127 bytes)
+BLANK_MAGIC_CODE = -875286124  # 0xCBD43194: end-of-file blank record
+
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+
+MAX_TOPIC_LENGTH_V1 = 127  # a V1 record stores the topic length as a signed byte
+MAX_PROPERTIES_LENGTH = 32767  # the property length is a signed int16
+MAX_BATCH_ENTRIES = 10_000  # default bound on entries decoded from one batch body
+
+
+class MessageFormatError(ValueError):
+    """Malformed message bytes (truncated, inconsistent lengths, bad magic)."""
+
+
+class MessageSysFlag:
+    """Bits of the int32 sysFlag (message.md §6)."""
+
+    COMPRESSED_FLAG = 0x1
+    MULTI_TAGS_FLAG = 0x2
+    TRANSACTION_NOT_TYPE = 0
+    TRANSACTION_PREPARED_TYPE = 0x4
+    TRANSACTION_COMMIT_TYPE = 0x8
+    TRANSACTION_ROLLBACK_TYPE = 0xC
+    BORNHOST_V6_FLAG = 0x10
+    STOREHOSTADDRESS_V6_FLAG = 0x20
+    NEED_UNWRAP_FLAG = 0x40
+    INNER_BATCH_FLAG = 0x80
+    COMPRESSION_TYPE_MASK = 0x700
+    COMPRESSION_LZ4_TYPE = 0x100
+    COMPRESSION_ZSTD_TYPE = 0x200
+    COMPRESSION_ZLIB_TYPE = 0x300
+
+    TRANSACTION_MASK = 0xC
+
+    @staticmethod
+    def transaction_value(flag: int) -> int:
+        return flag & MessageSysFlag.TRANSACTION_MASK
+
+    @staticmethod
+    def reset_transaction_value(flag: int, type_: int) -> int:
+        return (flag & ~MessageSysFlag.TRANSACTION_MASK) | type_
+
+
+class MessageConst:
+    """Well-known property names (message.md §3.1)."""
+
+    PROPERTY_KEYS = "KEYS"
+    PROPERTY_TAGS = "TAGS"
+    PROPERTY_WAIT_STORE_MSG_OK = "WAIT"
+    PROPERTY_DELAY_TIME_LEVEL = "DELAY"
+    PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
+    PROPERTY_REAL_TOPIC = "REAL_TOPIC"
+    PROPERTY_REAL_QUEUE_ID = "REAL_QID"
+    PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
+    PROPERTY_PRODUCER_GROUP = "PGROUP"
+    PROPERTY_MIN_OFFSET = "MIN_OFFSET"
+    PROPERTY_MAX_OFFSET = "MAX_OFFSET"
+    PROPERTY_BUYER_ID = "BUYER_ID"
+    PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+    PROPERTY_TRANSFER_FLAG = "TRANSFER_FLAG"
+    PROPERTY_CORRECTION_FLAG = "CORRECTION_FLAG"
+    PROPERTY_MQ2_FLAG = "MQ2_FLAG"
+    PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
+    PROPERTY_MSG_REGION = "MSG_REGION"
+    PROPERTY_TRACE_SWITCH = "TRACE_ON"
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
+    PROPERTY_MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
+    PROPERTY_CONSUME_START_TIMESTAMP = "CONSUME_START_TIME"
+    PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
+    PROPERTY_TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
+    PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+    PROPERTY_INSTANCE_ID = "INSTANCE_ID"
+    PROPERTY_CORRELATION_ID = "CORRELATION_ID"
+    PROPERTY_MESSAGE_REPLY_TO_CLIENT = "REPLY_TO_CLIENT"
+    PROPERTY_MESSAGE_TTL = "TTL"
+    PROPERTY_REPLY_MESSAGE_ARRIVE_TIME = "ARRIVE_TIME"
+    PROPERTY_PUSH_REPLY_TIME = "PUSH_REPLY_TIME"
+    PROPERTY_CLUSTER = "CLUSTER"
+    PROPERTY_MESSAGE_TYPE = "MSG_TYPE"
+    PROPERTY_INNER_MULTI_DISPATCH = "INNER_MULTI_DISPATCH"
+    PROPERTY_INNER_MULTI_QUEUE_OFFSET = "INNER_MULTI_QUEUE_OFFSET"
+    KEY_SEPARATOR = " "
+
+
+# --------------------------------------------------------------------------------------------
+# Properties, hashes, ids
+# --------------------------------------------------------------------------------------------
+
+
+def string_to_properties(s: str | None) -> dict[str, str]:
+    """Java ``string2messageProperties``: empty names or values are dropped, last duplicate wins."""
+    result: dict[str, str] = {}
+    if not s:
+        return result
+    for chunk in s.split(PROPERTY_SEPARATOR):
+        # the first NAME_VALUE_SEPARATOR must be neither the first nor the last char of the chunk
+        p = chunk.find(NAME_VALUE_SEPARATOR)
+        if 0 < p < len(chunk) - 1:
+            result[chunk[:p]] = chunk[p + 1 :]
+    return result
+
+
+def properties_to_string(props: dict[str, str]) -> str:
+    """Each pair as ``name \\x01 value \\x02``; ``None`` values are skipped."""
+    return "".join(
+        f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in props.items() if v is not None
+    )
+
+
+def java_string_hash(s: str) -> int:
+    """Java ``String.hashCode()`` over UTF-16 code units, as a signed int32."""
+    data = s.encode("utf-16-be", "surrogatepass")
+    h = 0
+    for (unit,) in struct.iter_unpack(">H", data):
+        h = (31 * h + unit) & 0xFFFFFFFF
+    return h - 0x1_0000_0000 if h & 0x8000_0000 else h
+
+
+def tags_string_to_tags_code(tags: str | None) -> int:
+    """ConsumeQueue tagsCode of a TAGS value: its Java hash, 0 when absent or empty."""
+    if not tags:
+        return 0
+    return java_string_hash(tags)
+
+
+def host_to_bytes(host: str) -> bytes:
+    """4 address bytes for IPv4, 16 for IPv6 (a textual address, not a name)."""
+    if ":" in host:
+        return socket.inet_pton(socket.AF_INET6, host)
+    return socket.inet_pton(socket.AF_INET, host)
+
+
+def bytes_to_host(address: bytes) -> str:
+    if len(address) == 4:
+        return socket.inet_ntop(socket.AF_INET, address)
+    return socket.inet_ntop(socket.AF_INET6, address)
+
+
+_MSG_ID_V4 = struct.Struct(">4siq")
+_MSG_ID_V6 = struct.Struct(">16siq")
+
+
+def create_offset_msg_id(store_ip: bytes, store_port: int, commit_log_offset: int) -> str:
+    """Offset msgId: uppercase hex of ip ‖ int32 port ‖ int64 offset (message.md §7.1)."""
+    if len(store_ip) == 4:
+        return _MSG_ID_V4.pack(store_ip, store_port, commit_log_offset).hex().upper()
+    if len(store_ip) == 16:
+        return _MSG_ID_V6.pack(store_ip, store_port, commit_log_offset).hex().upper()
+    raise ValueError(f"store ip must be 4 or 16 bytes, got {len(store_ip)}")
+
+
+def decode_offset_msg_id(msg_id: str) -> tuple[bytes, int, int]:
+    """Inverse of :func:`create_offset_msg_id`: (ip bytes, port, commit-log offset)."""
+    if len(msg_id) == 32:
+        fmt = _MSG_ID_V4
+    elif len(msg_id) == 56:
+        fmt = _MSG_ID_V6
+    else:
+        raise ValueError(f"offset msgId must have 32 or 56 hex chars, got {len(msg_id)}")
+    try:
+        raw = bytes.fromhex(msg_id)
+    except ValueError as e:
+        raise ValueError(f"offset msgId is not hex: {msg_id!r}") from e
+    ip, port, offset = fmt.unpack(raw)
+    return ip, port, offset
+
+
+# --------------------------------------------------------------------------------------------
+# Stored record layout (message.md §2)
+# --------------------------------------------------------------------------------------------
+
+def _record_struct(magic: int, topic_length: object) -> Struct:
+    return Struct(
+        "total_size" / Int32sb,
+        "magic" / Const(magic, Int32sb),
+        "body_crc" / Int32sb,
+        "queue_id" / Int32sb,
+        "flag" / Int32sb,
+        "queue_offset" / Int64sb,
+        "physical_offset" / Int64sb,
+        "sys_flag" / Int32sb,
+        "born_timestamp" / Int64sb,
+        "born_host" / IfThenElse(this.sys_flag & MessageSysFlag.BORNHOST_V6_FLAG, Bytes(16), Bytes(4)),
+        "born_port" / Int32sb,
+        "store_timestamp" / Int64sb,
+        "store_host" / IfThenElse(
+            this.sys_flag & MessageSysFlag.STOREHOSTADDRESS_V6_FLAG, Bytes(16), Bytes(4)
+        ),
+        "store_port" / Int32sb,
+        "reconsume_times" / Int32sb,
+        "prepared_transaction_offset" / Int64sb,
+        "body_length" / Int32sb,
+        "body" / Bytes(this.body_length),
+        "topic_length" / topic_length,
+        "topic" / Bytes(this.topic_length),
+        "properties_length" / Int16sb,
+        "properties" / Bytes(this.properties_length),
+    )
+
+
+MessageRecordV1 = _record_struct(MAGIC_CODE_V1, Int8sb)
+MessageRecordV2 = _record_struct(MAGIC_CODE_V2, Int16sb)
+
+BlankRecord = Struct("max_blank" / Int32sb, "magic" / Const(BLANK_MAGIC_CODE, Int32sb))
+BLANK_RECORD = struct.Struct(">ii")
+END_FILE_MIN_BLANK_LENGTH = 8  # a file always ends with at least the 8-byte blank header
+
+# The fixed prefix (TOTALSIZE .. BODYLEN) for each (born v6, store v6) combination, derived from
+# the same field order as the construct declaration above. Index = sys_flag bits 4..5 >> 4.
+_PREFIX_FORMATS = {
+    (bv6, sv6): ">iiiiiqqiq{}siq{}siiqi".format(16 if bv6 else 4, 16 if sv6 else 4)
+    for bv6 in (False, True)
+    for sv6 in (False, True)
+}
+_PREFIX_STRUCTS: tuple[struct.Struct, ...] = tuple(
+    struct.Struct(_PREFIX_FORMATS[(bool(i & 1), bool(i & 2))]) for i in range(4)
+)
+PREFIX_V4 = _PREFIX_STRUCTS[0]  # 88 bytes: both hosts IPv4
+
+# positions that do not depend on the host sizes
+MAGIC_POSITION = 4
+BODY_CRC_POSITION = 8
+QUEUE_OFFSET_POSITION = 20
+PHYSICAL_OFFSET_POSITION = 28
+SYSFLAG_POSITION = 36
+BORN_HOST_POSITION = 48
+_HEAD = struct.Struct(">ii")  # TOTALSIZE, MAGIC
+_INT32 = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
+_INT64 = struct.Struct(">q")
+_HOSTS_SHIFT = 4  # sys_flag bits 4 (born v6) and 5 (store v6) pick the prefix struct
+
+
+def _host_bits(sys_flag: int) -> int:
+    return (sys_flag >> _HOSTS_SHIFT) & 0x3
+
+
+def store_timestamp_position(sys_flag: int) -> int:
+    """Byte position of STORETIMESTAMP in a record with this sysFlag."""
+    return BORN_HOST_POSITION + (20 if sys_flag & MessageSysFlag.BORNHOST_V6_FLAG else 8)
+
+
+def record_length(sys_flag: int, body_length: int, topic_length: int, properties_length: int,
+                  magic: int = MAGIC_CODE_V1) -> int:
+    """TOTALSIZE of a record (Java ``calMsgLength``)."""
+    return (
+        _PREFIX_STRUCTS[_host_bits(sys_flag)].size
+        + body_length
+        + (1 if magic == MAGIC_CODE_V1 else 2)
+        + topic_length
+        + 2
+        + properties_length
+    )
+
+
+def body_crc(body: bytes | memoryview) -> int:
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+# --------------------------------------------------------------------------------------------
+# Encoding (hot path)
+# --------------------------------------------------------------------------------------------
+
+
+class PreparedRecord:
+    """A record encoded except for the three fields only known inside the append lock.
+
+    ``prepare_record`` runs before the lock (CRC, UTF-8, host bytes); ``write_prepared_record``
+    fills QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP and writes into the buffer with one
+    ``pack_into`` for the fixed prefix and slice assignments for the variable tail.
+    """
+
+    __slots__ = (
+        "total_size", "magic", "body_crc", "queue_id", "flag", "sys_flag", "born_timestamp",
+        "born_ip", "born_port", "store_ip", "store_port", "reconsume_times",
+        "prepared_transaction_offset", "body", "tail", "prefix",
+    )
+
+    total_size: int
+    magic: int
+    body_crc: int
+    queue_id: int
+    flag: int
+    sys_flag: int
+    born_timestamp: int
+    born_ip: bytes
+    born_port: int
+    store_ip: bytes
+    store_port: int
+    reconsume_times: int
+    prepared_transaction_offset: int
+    body: bytes
+    tail: bytes  # TOPICLEN + TOPIC + PROPLEN + PROPERTIES
+    prefix: struct.Struct
+
+
+def encode_topic_tail(topic_bytes: bytes, properties_bytes: bytes) -> tuple[int, bytes]:
+    """(magic, TOPICLEN+TOPIC+PROPLEN+PROPERTIES) for a topic and properties already in UTF-8."""
+    if len(properties_bytes) > MAX_PROPERTIES_LENGTH:
+        raise MessageFormatError(f"properties length {len(properties_bytes)} > {MAX_PROPERTIES_LENGTH}")
+    if len(topic_bytes) <= MAX_TOPIC_LENGTH_V1:
+        magic = MAGIC_CODE_V1
+        head = bytes((len(topic_bytes),))
+    elif len(topic_bytes) <= 32767:
+        magic = MAGIC_CODE_V2
+        head = _INT16.pack(len(topic_bytes))
+    else:
+        raise MessageFormatError(f"topic length {len(topic_bytes)} does not fit a record")
+    return magic, b"".join((head, topic_bytes, _INT16.pack(len(properties_bytes)), properties_bytes))
+
+
+def prepare_record(
+    *,
+    topic: str,
+    queue_id: int,
+    flag: int,
+    body: bytes,
+    properties: str,
+    sys_flag: int,
+    born_timestamp: int,
+    born_host: tuple[str, int],
+    store_host: tuple[str, int],
+    reconsume_times: int = 0,
+    prepared_transaction_offset: int = 0,
+    store_ip: bytes | None = None,
+    tail: tuple[int, bytes] | None = None,
+) -> PreparedRecord:
+    """Encode everything that does not depend on the record's position.
+
+    The host V6 bits of ``sys_flag`` are set from the host addresses. ``store_ip`` (bytes of
+    ``store_host[0]``) and ``tail`` (from :func:`encode_topic_tail`) may be passed precomputed.
+    """
+    born_ip = host_to_bytes(born_host[0])
+    if store_ip is None:
+        store_ip = host_to_bytes(store_host[0])
+    sys_flag &= ~(MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG)
+    if len(born_ip) == 16:
+        sys_flag |= MessageSysFlag.BORNHOST_V6_FLAG
+    if len(store_ip) == 16:
+        sys_flag |= MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
+    if tail is None:
+        tail = encode_topic_tail(topic.encode(), properties.encode())
+    r = PreparedRecord()
+    r.magic, r.tail = tail
+    r.prefix = prefix = _PREFIX_STRUCTS[_host_bits(sys_flag)]
+    r.total_size = prefix.size + len(body) + len(r.tail)
+    r.body_crc = zlib.crc32(body) & 0x7FFFFFFF
+    r.queue_id = queue_id
+    r.flag = flag
+    r.sys_flag = sys_flag
+    r.born_timestamp = born_timestamp
+    r.born_ip = born_ip
+    r.born_port = born_host[1]
+    r.store_ip = store_ip
+    r.store_port = store_host[1]
+    r.reconsume_times = reconsume_times
+    r.prepared_transaction_offset = prepared_transaction_offset
+    r.body = body
+    return r
+
+
+def write_prepared_record(
+    buf, pos: int, r: PreparedRecord, queue_offset: int, physical_offset: int, store_timestamp: int
+) -> int:
+    """Write ``r`` at ``buf[pos:]``; returns the record size. ``buf`` must have room."""
+    prefix = r.prefix
+    prefix.pack_into(
+        buf, pos,
+        r.total_size, r.magic, r.body_crc, r.queue_id, r.flag, queue_offset, physical_offset,
+        r.sys_flag, r.born_timestamp, r.born_ip, r.born_port, store_timestamp, r.store_ip,
+        r.store_port, r.reconsume_times, r.prepared_transaction_offset, len(r.body),
+    )
+    p = pos + prefix.size
+    end = p + len(r.body)
+    buf[p:end] = r.body
+    buf[end:end + len(r.tail)] = r.tail
+    return r.total_size
+
+
+def encode_message_record(
+    buf,
+    pos: int,
+    *,
+    topic: str,
+    queue_id: int,
+    flag: int,
+    body: bytes,
+    properties: str,
+    sys_flag: int,
+    born_timestamp: int,
+    born_host: tuple[str, int],
+    store_host: tuple[str, int],
+    queue_offset: int,
+    physical_offset: int,
+    store_timestamp: int,
+    reconsume_times: int = 0,
+    prepared_transaction_offset: int = 0,
+) -> int:
+    """Write one stored record into ``buf`` at ``pos`` (CRC, sizes and host flags filled in).
+
+    Returns the number of bytes written. The CommitLog uses the two-step
+    :func:`prepare_record` / :func:`write_prepared_record` form of this function.
+    """
+    r = prepare_record(
+        topic=topic, queue_id=queue_id, flag=flag, body=body, properties=properties,
+        sys_flag=sys_flag, born_timestamp=born_timestamp, born_host=born_host,
+        store_host=store_host, reconsume_times=reconsume_times,
+        prepared_transaction_offset=prepared_transaction_offset,
+    )
+    if pos + r.total_size > len(buf):
+        raise MessageFormatError(f"record of {r.total_size} bytes does not fit at {pos}")
+    return write_prepared_record(buf, pos, r, queue_offset, physical_offset, store_timestamp)
+
+
+def encode_message_record_bytes(**fields) -> bytes:
+    """Like :func:`encode_message_record` but returns the record as ``bytes`` (tests, tools)."""
+    r = prepare_record(**{k: v for k, v in fields.items()
+                          if k not in ("queue_offset", "physical_offset", "store_timestamp")})
+    out = bytearray(r.total_size)
+    write_prepared_record(out, 0, r, fields.get("queue_offset", 0), fields.get("physical_offset", 0),
+                          fields.get("store_timestamp", 0))
+    return bytes(out)
+
+
+# --------------------------------------------------------------------------------------------
+# Decoding
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class MessageExt:
+    """A decoded stored record (Java ``MessageExt``)."""
+
+    store_size: int
+    magic: int
+    body_crc: int
+    queue_id: int
+    flag: int
+    queue_offset: int
+    commit_log_offset: int
+    sys_flag: int
+    born_timestamp: int
+    born_host: tuple[str, int]
+    store_timestamp: int
+    store_host: tuple[str, int]
+    reconsume_times: int
+    prepared_transaction_offset: int
+    body: bytes
+    topic: str
+    properties: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def msg_id(self) -> str:
+        """Offset msgId built from the store host and the commit-log offset."""
+        return create_offset_msg_id(host_to_bytes(self.store_host[0]), self.store_host[1],
+                                    self.commit_log_offset)
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(MessageConst.PROPERTY_TAGS)
+
+    @property
+    def keys(self) -> str | None:
+        return self.properties.get(MessageConst.PROPERTY_KEYS)
+
+    @property
+    def properties_string(self) -> str:
+        return properties_to_string(self.properties)
+
+
+@dataclass(slots=True)
+class RecordInfo:
+    """What the dispatcher and recovery need from one stored record (Java ``DispatchRequest``)."""
+
+    size: int
+    topic: str
+    queue_id: int
+    queue_offset: int
+    commit_log_offset: int
+    sys_flag: int
+    store_timestamp: int
+    tags_code: int
+    keys: str | None
+    uniq_key: str | None
+    prepared_transaction_offset: int
+    properties: dict[str, str]
+
+
+def _decode_fields(buf, pos: int, limit: int):
+    """Validated field tuple of the record at ``pos``; ``limit`` is the end of readable data."""
+    if limit - pos < 8:
+        raise MessageFormatError(f"truncated record header at {pos}")
+    total_size, magic = _HEAD.unpack_from(buf, pos)
+    if magic != MAGIC_CODE_V1 and magic != MAGIC_CODE_V2:
+        raise MessageFormatError(f"bad magic code {magic & 0xFFFFFFFF:#010x} at {pos}")
+    if total_size > limit - pos:
+        raise MessageFormatError(f"record of {total_size} bytes at {pos} exceeds the data")
+    if total_size < PREFIX_V4.size + 3:
+        raise MessageFormatError(f"record size {total_size} at {pos} too small")
+    (sys_flag,) = _INT32.unpack_from(buf, pos + SYSFLAG_POSITION)
+    prefix = _PREFIX_STRUCTS[_host_bits(sys_flag)]
+    end = pos + total_size
+    p = pos + prefix.size
+    if p > end:
+        raise MessageFormatError(f"record size {total_size} at {pos} too small for its hosts")
+    fields = prefix.unpack_from(buf, pos)
+    body_length = fields[16]
+    if body_length < 0 or p + body_length > end:
+        raise MessageFormatError(f"body length {body_length} at {pos} exceeds the record")
+    body_start = p
+    p += body_length
+    if magic == MAGIC_CODE_V1:
+        if p + 1 > end:
+            raise MessageFormatError(f"truncated topic length at {pos}")
+        topic_length = buf[p]
+        if topic_length > 127:  # a signed byte
+            topic_length -= 256
+        p += 1
+    else:
+        if p + 2 > end:
+            raise MessageFormatError(f"truncated topic length at {pos}")
+        (topic_length,) = _INT16.unpack_from(buf, p)
+        p += 2
+    if topic_length < 0 or p + topic_length + 2 > end:
+        raise MessageFormatError(f"topic length {topic_length} at {pos} exceeds the record")
+    topic_start = p
+    p += topic_length
+    (properties_length,) = _INT16.unpack_from(buf, p)
+    p += 2
+    if properties_length < 0 or p + properties_length != end:
+        raise MessageFormatError(
+            f"record at {pos}: TOTALSIZE {total_size} does not match its field lengths"
+        )
+    return fields, body_start, body_length, topic_start, topic_length, p, properties_length
+
+
+def decode_message(buf, pos: int = 0) -> tuple[MessageExt, int]:
+    """Decode the stored record at ``pos``; returns it and the position after it."""
+    fields, body_start, body_length, topic_start, topic_length, prop_start, prop_length = (
+        _decode_fields(buf, pos, len(buf))
+    )
+    (total_size, magic, crc, queue_id, flag, queue_offset, phy_offset, sys_flag, born_ts,
+     born_ip, born_port, store_ts, store_ip, store_port, reconsume, prepared, _) = fields
+    mv = memoryview(buf)
+    try:
+        topic = str(mv[topic_start:topic_start + topic_length], "utf-8")
+        props = str(mv[prop_start:prop_start + prop_length], "utf-8")
+    except UnicodeDecodeError as e:
+        raise MessageFormatError(f"record at {pos}: {e}") from e
+    msg = MessageExt(
+        store_size=total_size, magic=magic, body_crc=crc, queue_id=queue_id, flag=flag,
+        queue_offset=queue_offset, commit_log_offset=phy_offset, sys_flag=sys_flag,
+        born_timestamp=born_ts, born_host=(bytes_to_host(born_ip), born_port),
+        store_timestamp=store_ts, store_host=(bytes_to_host(store_ip), store_port),
+        reconsume_times=reconsume, prepared_transaction_offset=prepared,
+        body=bytes(mv[body_start:body_start + body_length]), topic=topic,
+        properties=string_to_properties(props),
+    )
+    return msg, pos + total_size
+
+
+def decode_messages(buf) -> list[MessageExt]:
+    """Split a pull/query response body into records, as a client does."""
+    out = []
+    pos = 0
+    n = len(buf)
+    while pos < n:
+        msg, pos = decode_message(buf, pos)
+        out.append(msg)
+    return out
+
+
+def check_record(buf, pos: int, limit: int, *, check_crc: bool = True,
+                 expected_offset: int | None = None) -> RecordInfo | int | None:
+    """Validate the record at ``pos`` the way recovery does (Java ``checkMessageAndReturnSize``).
+
+    Returns a :class:`RecordInfo` for a valid record, ``0`` for a blank (end-of-file) record,
+    ``None`` for anything invalid. Stricter than Java, to detect a torn tail: PHYSICALOFFSET
+    must equal ``expected_offset`` (when given), the topic must be non-empty without NUL bytes,
+    and a non-empty property string must not end with a zero byte (no real value ends with
+    U+0000; a tail lost in a crash reads back as zeros).
+    """
+    if limit - pos < 8:
+        return None
+    total_size, magic = _HEAD.unpack_from(buf, pos)
+    if magic == BLANK_MAGIC_CODE:
+        return 0
+    try:
+        fields, body_start, body_length, topic_start, topic_length, prop_start, prop_length = (
+            _decode_fields(buf, pos, limit)
+        )
+    except MessageFormatError:
+        return None
+    (_, _, crc, queue_id, _, queue_offset, phy_offset, sys_flag, _, _, _, store_ts, _, _, _,
+     prepared, _) = fields
+    if expected_offset is not None and phy_offset != expected_offset:
+        return None
+    if check_crc and body_length > 0:
+        if zlib.crc32(buf[body_start:body_start + body_length]) & 0x7FFFFFFF != crc:
+            return None
+    topic_bytes = bytes(buf[topic_start:topic_start + topic_length])
+    if not topic_bytes or b"\x00" in topic_bytes:
+        return None
+    props: dict[str, str] = {}
+    if prop_length:
+        if buf[prop_start + prop_length - 1] == 0:
+            return None
+        try:
+            props = string_to_properties(str(buf[prop_start:prop_start + prop_length], "utf-8"))
+        except UnicodeDecodeError:
+            return None
+    try:
+        topic = topic_bytes.decode()
+    except UnicodeDecodeError:
+        return None
+    return RecordInfo(
+        size=total_size, topic=topic, queue_id=queue_id, queue_offset=queue_offset,
+        commit_log_offset=phy_offset, sys_flag=sys_flag, store_timestamp=store_ts,
+        tags_code=tags_string_to_tags_code(props.get(MessageConst.PROPERTY_TAGS)),
+        keys=props.get(MessageConst.PROPERTY_KEYS),
+        uniq_key=props.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+        prepared_transaction_offset=prepared, properties=props,
+    )
+
+
+def pickup_store_timestamp(buf, pos: int = 0) -> int:
+    """STORETIMESTAMP of the record at ``pos`` (the caller checked it is a whole record)."""
+    (sys_flag,) = _INT32.unpack_from(buf, pos + SYSFLAG_POSITION)
+    (ts,) = _INT64.unpack_from(buf, pos + store_timestamp_position(sys_flag))
+    return ts
+
+
+# --------------------------------------------------------------------------------------------
+# Batch body (message.md §5)
+# --------------------------------------------------------------------------------------------
+
+BatchEntryFormat = Struct(
+    "total_size" / Int32sb,
+    "magic" / Int32sb,
+    "body_crc" / Int32sb,
+    "flag" / Int32sb,
+    "body_length" / Int32sb,
+    "body" / Bytes(this.body_length),
+    "properties_length" / Int16sb,
+    "properties" / Bytes(this.properties_length),
+)
+BATCH_ENTRY_HEAD = struct.Struct(">iiiii")  # TOTALSIZE, MAGIC, BODYCRC, FLAG, BODYLEN
+BATCH_ENTRY_OVERHEAD = BATCH_ENTRY_HEAD.size + 2
+
+
+@dataclass(frozen=True, slots=True)
+class BatchEntry:
+    flag: int
+    body: bytes
+    properties: str
+
+
+def decode_batch(body: bytes | memoryview, max_entries: int = MAX_BATCH_ENTRIES) -> list[BatchEntry]:
+    """Split a batch send body into entries; every length is checked before slicing."""
+    mv = memoryview(body)
+    n = len(mv)
+    pos = 0
+    out: list[BatchEntry] = []
+    while pos < n:
+        if len(out) >= max_entries:
+            raise MessageFormatError(f"batch has more than {max_entries} entries")
+        if n - pos < BATCH_ENTRY_OVERHEAD:
+            raise MessageFormatError(f"truncated batch entry at {pos}")
+        total_size, _magic, _crc, flag, body_length = BATCH_ENTRY_HEAD.unpack_from(mv, pos)
+        if total_size < BATCH_ENTRY_OVERHEAD or total_size > n - pos:
+            raise MessageFormatError(f"batch entry size {total_size} at {pos} out of range")
+        end = pos + total_size
+        p = pos + BATCH_ENTRY_HEAD.size
+        if body_length < 0 or p + body_length + 2 > end:
+            raise MessageFormatError(f"batch entry body length {body_length} at {pos} out of range")
+        entry_body = bytes(mv[p:p + body_length])
+        p += body_length
+        (prop_length,) = _INT16.unpack_from(mv, p)
+        p += 2
+        if prop_length < 0 or p + prop_length != end:
+            raise MessageFormatError(f"batch entry at {pos}: size does not match its lengths")
+        try:
+            props = str(mv[p:end], "utf-8")
+        except UnicodeDecodeError as e:
+            raise MessageFormatError(f"batch entry at {pos}: {e}") from e
+        out.append(BatchEntry(flag, entry_body, props))
+        pos = end
+    return out
+
+
+def encode_batch(entries: Iterable[BatchEntry]) -> bytes:
+    """Batch body the way the Java client writes it (magic 0, crc 0)."""
+    parts = []
+    for e in entries:
+        props = e.properties.encode()
+        if len(props) > MAX_PROPERTIES_LENGTH:
+            raise MessageFormatError(f"properties length {len(props)} > {MAX_PROPERTIES_LENGTH}")
+        parts.append(BATCH_ENTRY_HEAD.pack(
+            BATCH_ENTRY_OVERHEAD + len(e.body) + len(props), 0, 0, e.flag, len(e.body)))
+        parts.append(e.body)
+        parts.append(_INT16.pack(len(props)))
+        parts.append(props)
+    return b"".join(parts)
+
+
+__all__ = [
+    "BATCH_ENTRY_HEAD", "BLANK_MAGIC_CODE", "BLANK_RECORD", "BatchEntry", "BatchEntryFormat",
+    "BlankRecord", "END_FILE_MIN_BLANK_LENGTH", "MAGIC_CODE_V1", "MAGIC_CODE_V2", "MessageConst",
+    "MessageExt", "MessageFormatError", "MessageRecordV1", "MessageRecordV2", "MessageSysFlag",
+    "NAME_VALUE_SEPARATOR", "PROPERTY_SEPARATOR", "PreparedRecord", "RecordInfo", "body_crc",
+    "bytes_to_host", "check_record", "create_offset_msg_id", "decode_batch", "decode_message",
+    "decode_messages", "decode_offset_msg_id", "encode_batch", "encode_message_record",
+    "encode_message_record_bytes", "encode_topic_tail", "host_to_bytes", "java_string_hash",
+    "pickup_store_timestamp", "prepare_record", "properties_to_string", "record_length",
+    "store_timestamp_position", "string_to_properties", "tags_string_to_tags_code",
+    "write_prepared_record",
+]
