@@ -1,0 +1,114 @@
+"""Queue offset queries and topic administration: GET_MAX_OFFSET (30), GET_MIN_OFFSET (31),
+SEARCH_OFFSET_BY_TIMESTAMP (29), GET_EARLIEST_MSG_STORETIME (32), VIEW_MESSAGE_BY_ID (33),
+UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG (21),
+GET_BROKER_CONFIG (26), GET_BROKER_RUNTIME_INFO (28)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from pyrmq.broker.config import as_properties
+from pyrmq.broker.topic_config import TopicConfig, is_system_topic, validate_topic
+from pyrmq.codec import fastjson
+from pyrmq.codec.codes import RequestCode, ResponseCode
+from pyrmq.codec.remoting import RemotingCommand
+from pyrmq.remoting.channel import Channel
+from pyrmq.remoting.dispatch import ProcessorTable
+from pyrmq.remoting.headers import optional_bool, optional_int, required_int, required_str
+
+if TYPE_CHECKING:
+    from pyrmq.broker.controller import BrokerController
+
+SLAVE_REMARK = "Can't modify topic or subscription group from slave broker, please execute it from master broker."
+
+
+def register_admin_processors(table: ProcessorTable, ctl: BrokerController) -> None:
+    store = ctl.store
+    topics = ctl.topic_config_manager
+
+    def queue_offset_query(method, key: str):
+        def process(channel: Channel, request: RemotingCommand) -> RemotingCommand:
+            value = method(required_str(request, "topic"), required_int(request, "queueId"))
+            return request.response(ResponseCode.SUCCESS, ext_fields={key: str(value)})
+        return process
+
+    def search_offset(channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        offset = store.get_offset_in_queue_by_time(required_str(request, "topic"), required_int(request, "queueId"),
+                                                   required_int(request, "timestamp"))
+        return request.response(ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
+
+    def view_message_by_id(channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        offset = required_int(request, "offset")
+        record = store.select_one_message_by_offset(offset)
+        if record is None:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
+        return request.response(ResponseCode.SUCCESS, body=bytes(record))
+
+    def update_and_create_topic(channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        if ctl.is_slave:
+            return request.response(ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
+        topic = required_str(request, "topic")
+        remark = validate_topic(topic)
+        if remark is not None:
+            return request.response(ResponseCode.SYSTEM_ERROR, remark)
+        if is_system_topic(topic):
+            return request.response(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
+        read = required_int(request, "readQueueNums")
+        write = required_int(request, "writeQueueNums")
+        if not (0 <= read <= 65535 and 0 <= write <= 65535):
+            return request.response(ResponseCode.SYSTEM_ERROR, "queue nums must be between 0 and 65535")
+        config = TopicConfig(topic, read, write, required_int(request, "perm"),
+                             required_str(request, "topicFilterType"),
+                             optional_int(request, "topicSysFlag", 0) or 0, optional_bool(request, "order"))
+        topics.update(config)
+        ctl.request_register_all()
+        return request.response(ResponseCode.SUCCESS)
+
+    def delete_topic(channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        if ctl.is_slave:
+            return request.response(ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
+        topic = required_str(request, "topic")
+        if is_system_topic(topic):
+            return request.response(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
+        topics.delete(topic)
+        ctl.consumer_offset_manager.remove_topic(topic)
+        store.delete_topics({topic})
+        ctl.request_register_all()
+        return request.response(ResponseCode.SUCCESS)
+
+    def all_topic_config(channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        return request.response(ResponseCode.SUCCESS, body=topics.encode().encode())
+
+    def broker_config(channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        text = "".join(f"{k}={v}\n" for k, v in sorted(as_properties(ctl.loaded_config).items()))
+        return request.response(ResponseCode.SUCCESS,
+                                ext_fields={"version": fastjson.dumps(topics.data_version.to_json())},
+                                body=text.encode())
+
+    def runtime_info(channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        table_ = {"brokerVersionDesc": "V4_9_8", "brokerVersion": "409",
+                  "bootTimestamp": str(ctl.boot_timestamp_ms),
+                  "runtime": f"[ {int(time.time() - ctl.boot_timestamp_ms / 1000)} s ]",
+                  "commitLogMinOffset": str(store.get_min_phy_offset()),
+                  "commitLogMaxOffset": str(store.get_max_phy_offset()),
+                  "msgPutTotalTodayNow": str(ctl.stats.put_count), "msgGetTotalTodayNow": str(ctl.stats.get_count),
+                  "msgPutTotalTodayMorning": "0", "msgGetTotalTodayMorning": "0",
+                  "msgPutTotalYesterdayMorning": "0", "msgGetTotalYesterdayMorning": "0",
+                  "putTps": "0.0 0.0 0.0", "getTransferedTps": "0.0 0.0 0.0",
+                  "sendThreadPoolQueueSize": "0", "pullThreadPoolQueueSize": "0",
+                  "sendThreadPoolQueueHeadWaitTimeMills": "0", "pullThreadPoolQueueHeadWaitTimeMills": "0",
+                  "pageCacheLockTimeMills": "0", "earliestMessageTimeStamp": "0", "commitLogDiskRatio": "0.0"}
+        return request.response(ResponseCode.SUCCESS, body=fastjson.dumps({"table": table_}).encode())
+
+    table.register(RequestCode.GET_MAX_OFFSET, queue_offset_query(store.get_max_offset_in_queue, "offset"))
+    table.register(RequestCode.GET_MIN_OFFSET, queue_offset_query(store.get_min_offset_in_queue, "offset"))
+    table.register(RequestCode.GET_EARLIEST_MSG_STORETIME,
+                   queue_offset_query(store.get_earliest_message_time, "timestamp"))
+    table.register(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, search_offset)
+    table.register(RequestCode.VIEW_MESSAGE_BY_ID, view_message_by_id)
+    table.register(RequestCode.UPDATE_AND_CREATE_TOPIC, update_and_create_topic)
+    table.register(RequestCode.DELETE_TOPIC_IN_BROKER, delete_topic)
+    table.register(RequestCode.GET_ALL_TOPIC_CONFIG, all_topic_config)
+    table.register(RequestCode.GET_BROKER_CONFIG, broker_config)
+    table.register(RequestCode.GET_BROKER_RUNTIME_INFO, runtime_info)

@@ -1,0 +1,212 @@
+"""Broker configuration: Apache RocketMQ's ``broker.conf`` keys and meanings.
+
+A key is the camelCase name of a field of ``BrokerConfig`` or of the store's
+``MessageStoreConfig`` (``listenPort`` -> ``listen_port``).  An unknown key is a warning (Apache
+has hundreds we do not implement yet); a value of the wrong type is an error naming the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import logging
+import os
+import re
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_type_hints
+
+from pyrmq.store.message_store import FlushDiskType, MessageStoreConfig
+
+log = logging.getLogger(__name__)
+
+
+class ConfigError(ValueError):
+    """A broker.conf value that cannot be used; the message names the key."""
+
+
+class BrokerRole(enum.Enum):
+    ASYNC_MASTER = "ASYNC_MASTER"
+    SYNC_MASTER = "SYNC_MASTER"
+    SLAVE = "SLAVE"
+
+
+def _default_ip() -> str:
+    try:
+        ip = socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"
+    return ip
+
+
+@dataclass
+class BrokerConfig:
+    broker_cluster_name: str = "DefaultCluster"
+    broker_name: str = field(default_factory=lambda: socket.gethostname().split(".")[0] or "broker-a")
+    broker_id: int = 0
+    namesrv_addr: str = field(default_factory=lambda: os.environ.get("NAMESRV_ADDR", ""))
+    listen_port: int = 10911
+    bind_address: str = "0.0.0.0"
+    broker_ip1: str = field(default_factory=_default_ip)
+    broker_ip2: str = ""
+    ha_listen_port: int = 0          # 0: listenPort + 1, as Apache
+    broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
+    broker_permission: int = 6
+    auto_create_topic_enable: bool = True
+    auto_create_subscription_group: bool = True
+    default_topic_queue_nums: int = 8
+    cluster_topic_enable: bool = True
+    broker_topic_enable: bool = True
+    long_polling_enable: bool = True
+    short_polling_time_mills: int = 1000
+    register_name_server_period: int = 30_000
+    region_id: str = "DefaultRegion"
+    trace_on: bool = True
+    fast_port_enable: bool = True    # also listen on listenPort - 2 (the "VIP channel" of old clients)
+    max_frame_bytes: int = 16 * 1024 * 1024
+    notify_consumer_ids_changed_enable: bool = True
+    channel_expired_timeout: int = 120_000
+    flush_consumer_offset_interval: int = 5000
+
+    def __post_init__(self) -> None:
+        if not self.broker_ip2:
+            self.broker_ip2 = self.broker_ip1
+        if not self.ha_listen_port:
+            self.ha_listen_port = self.listen_port + 1
+
+    @property
+    def broker_addr(self) -> str:
+        return f"{self.broker_ip1}:{self.listen_port}"
+
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
+
+
+# Keys Apache accepts that mean nothing to pyrmq yet, or are handled outside the dataclasses.
+_ACCEPTED_WITHOUT_EFFECT = {"deleteWhen", "fileReservedTime", "rocketmqHome", "fetchNamesrvAddrByAddressServer"}
+# Paths come only from these keys of the operator's file, never from requests at runtime.
+_PATH_KEYS = {"storePathRootDir", "storePathCommitLog"}
+
+
+def _snake(name: str) -> str:
+    s = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name)
+    return re.sub(r"(?<=[A-Z])([A-Z][a-z])", r"_\1", s).lower()
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.upper() if re.fullmatch(r"ip\d*", part) else part.capitalize() for part in rest)
+
+
+def _convert(key: str, raw: str, typ: Any) -> Any:
+    raw = raw.strip()
+    try:
+        if typ is bool:
+            if raw.lower() not in ("true", "false"):
+                raise ValueError("expected true or false")
+            return raw.lower() == "true"
+        if typ is int:
+            return int(raw)
+        if isinstance(typ, type) and issubclass(typ, enum.Enum):
+            return typ[raw.upper()]
+        return raw
+    except (ValueError, KeyError) as exc:
+        choices = f" (one of {', '.join(m.name for m in typ)})" if isinstance(typ, type) and issubclass(typ, enum.Enum) else ""
+        raise ConfigError(f"broker.conf: bad value {raw!r} for {key}{choices}: {exc}") from None
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java .properties, the subset broker.conf files use: key=value or key:value, # and ! comments."""
+    result: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        match = re.match(r"([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
+        if match is None:
+            result[line] = ""
+            continue
+        result[match.group(1)] = match.group(2).strip()
+    return result
+
+
+@dataclass
+class LoadedConfig:
+    broker: BrokerConfig
+    store: MessageStoreConfig
+
+
+def build_config(properties: dict[str, str]) -> LoadedConfig:
+    broker_fields = {f.name: f for f in dataclasses.fields(BrokerConfig)}
+    store_fields = {f.name: f for f in dataclasses.fields(MessageStoreConfig)}
+    broker_types = get_type_hints(BrokerConfig)
+    store_types = get_type_hints(MessageStoreConfig)
+    broker_kwargs: dict[str, Any] = {}
+    store_kwargs: dict[str, Any] = {}
+    for key, raw in properties.items():
+        name = _snake(key)
+        if name in broker_fields:
+            broker_kwargs[name] = _convert(key, raw, broker_types[name])
+        elif name in store_fields:
+            typ = store_types[name]
+            if typ == (str | None):
+                typ = str
+            store_kwargs[name] = _convert(key, raw, typ)
+        elif key not in _ACCEPTED_WITHOUT_EFFECT:
+            log.warning("broker.conf: unknown key %s ignored", key)
+    store_kwargs.setdefault("store_path_root_dir", str(Path.home() / "store"))
+    for key in _PATH_KEYS:
+        name = _snake(key)
+        if store_kwargs.get(name):
+            store_kwargs[name] = os.path.abspath(os.path.expanduser(store_kwargs[name]))
+    broker = BrokerConfig(**broker_kwargs)
+    store = MessageStoreConfig(**store_kwargs)
+    _validate(broker, store)
+    return LoadedConfig(broker, store)
+
+
+def _validate(broker: BrokerConfig, store: MessageStoreConfig) -> None:
+    for key, port in (("listenPort", broker.listen_port), ("haListenPort", broker.ha_listen_port)):
+        if not 0 <= port <= 65535:
+            raise ConfigError(f"broker.conf: {key}={port} is not a TCP port")
+    if broker.fast_port_enable and broker.listen_port and broker.listen_port < 3:
+        raise ConfigError("broker.conf: listenPort must be >= 3 while fastPortEnable (listenPort - 2) is on")
+    if store.mapped_file_size_consume_queue % 20:
+        raise ConfigError("broker.conf: mappedFileSizeConsumeQueue must be a multiple of 20")
+    if store.mapped_file_size_commit_log < 4096:
+        raise ConfigError("broker.conf: mappedFileSizeCommitLog must be at least 4096")
+    if broker.broker_role is not BrokerRole.SLAVE and broker.broker_id != 0:
+        raise ConfigError("broker.conf: a master must have brokerId=0")
+    if not re.fullmatch(r"[%|a-zA-Z0-9_-]+", broker.broker_name):
+        raise ConfigError(f"broker.conf: brokerName {broker.broker_name!r} has characters outside [%|a-zA-Z0-9_-]")
+
+
+def load_config_file(path: str | None, overrides: dict[str, str] | None = None) -> LoadedConfig:
+    properties: dict[str, str] = {}
+    if path:
+        try:
+            properties = parse_properties(Path(path).read_text("utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+    properties.update(overrides or {})
+    return build_config(properties)
+
+
+def as_properties(loaded: LoadedConfig) -> dict[str, str]:
+    """Every setting as Apache-style key=value text, for GET_BROKER_CONFIG."""
+    result = {}
+    for obj in (loaded.broker, loaded.store):
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            if isinstance(value, enum.Enum):
+                value = value.name
+            elif isinstance(value, bool):
+                value = str(value).lower()
+            result[_camel(f.name)] = "" if value is None else str(value)
+    return result
+
+
+__all__ = ["BrokerConfig", "BrokerRole", "ConfigError", "FlushDiskType", "LoadedConfig",
+           "MessageStoreConfig", "as_properties", "build_config", "load_config_file", "parse_properties"]

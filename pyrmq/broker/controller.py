@@ -1,0 +1,196 @@
+"""The Broker role: wires the store, the config managers, the processors and the services, and
+owns the lifecycle (start with recovery; graceful stop that flushes and persists everything)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import trio
+
+from pyrmq.broker.admin_processor import register_admin_processors
+from pyrmq.broker.client_manager import ConsumerManager, ProducerManager
+from pyrmq.broker.client_processor import register_client_processors
+from pyrmq.broker.config import BrokerRole, LoadedConfig
+from pyrmq.broker.flush_service import FlushService
+from pyrmq.broker.namesrv_registration import NamesrvRegistration
+from pyrmq.broker.offsets_and_groups import ConsumerOffsetManager, SubscriptionGroupManager
+from pyrmq.broker.pull_processor import PullMessageProcessor
+from pyrmq.broker.send_processor import SendMessageProcessor
+from pyrmq.broker.topic_config import TopicConfigManager
+from pyrmq.codec.codes import RequestCode
+from pyrmq.remoting.channel import Channel
+from pyrmq.remoting.client import RemotingClient
+from pyrmq.remoting.dispatch import ProcessorTable
+from pyrmq.remoting.server import RemotingServer
+from pyrmq.store.config_file import write_atomically
+from pyrmq.store.message_store import DefaultMessageStore
+
+log = logging.getLogger(__name__)
+
+CLIENT_SCAN_INTERVAL_S = 10.0
+# How long a graceful stop lets in-flight work (sync flushes, held pulls) finish.
+SHUTDOWN_GRACE_S = 3.0
+
+
+@dataclass
+class BrokerStats:
+    put_count: int = 0
+    get_count: int = 0
+
+
+class BrokerController:
+    def __init__(self, loaded: LoadedConfig) -> None:
+        self.loaded_config = loaded
+        self.config = loaded.broker
+        self.store_config = loaded.store
+        self.is_slave = self.config.broker_role is BrokerRole.SLAVE
+        self.boot_timestamp_ms = int(time.time() * 1000)
+        self.stats = BrokerStats()
+        config_dir = Path(self.store_config.store_path_root_dir) / "config"
+        self.topic_config_manager = TopicConfigManager(
+            config_dir / "topics.json", self.config.broker_cluster_name, self.config.broker_name,
+            auto_create_topic_enable=self.config.auto_create_topic_enable,
+            default_topic_queue_nums=self.config.default_topic_queue_nums,
+            cluster_topic_enable=self.config.cluster_topic_enable,
+            broker_topic_enable=self.config.broker_topic_enable)
+        self.consumer_offset_manager = ConsumerOffsetManager(config_dir / "consumerOffset.json")
+        self.subscription_group_manager = SubscriptionGroupManager(
+            config_dir / "subscriptionGroup.json", self.config.auto_create_subscription_group)
+        self.consumer_manager = ConsumerManager(self.config.channel_expired_timeout)
+        self.producer_manager = ProducerManager(self.config.channel_expired_timeout)
+        self.store = DefaultMessageStore(self.store_config, on_dispatch=self._on_dispatch)
+        self.flush_service = FlushService(self.store, self.store_config)
+        self.registration = NamesrvRegistration(self)
+        self.send_processor = SendMessageProcessor(self)
+        self.pull_processor = PullMessageProcessor(self)
+        self.processors = self._build_processors()
+        self.server = RemotingServer(self.processors, self.config.bind_address, self.config.listen_port,
+                                     name="broker", max_frame_bytes=self.config.max_frame_bytes,
+                                     on_channel=self._on_channel)
+        self.fast_server: RemotingServer | None = None
+        if self.config.fast_port_enable:
+            # Old Java clients (vipChannelEnabled) send to listenPort - 2; as in Java, no pulls there.
+            fast_table = self._build_processors(pull=False)
+            self.fast_server = RemotingServer(fast_table, self.config.bind_address, self.config.listen_port - 2,
+                                              name="broker-fast", max_frame_bytes=self.config.max_frame_bytes,
+                                              on_channel=self._on_channel)
+        self._stopping = trio.Event()
+        self._stopped = trio.Event()
+
+    def _build_processors(self, pull: bool = True) -> ProcessorTable:
+        table = ProcessorTable("broker")
+        for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
+            table.register(code, self.send_processor.process)
+        if pull:
+            table.register(RequestCode.PULL_MESSAGE, self.pull_processor.process)
+            table.register(RequestCode.LITE_PULL_MESSAGE, self.pull_processor.process)
+        register_client_processors(table, self)
+        register_admin_processors(table, self)
+        return table
+
+    # --- hooks ----------------------------------------------------------------------------
+
+    def _on_dispatch(self, topic: str, queue_id: int, max_offset: int) -> None:
+        self.pull_processor.hold_service.notify_message_arriving(topic, queue_id, max_offset)
+
+    def _on_channel(self, channel: Channel) -> None:
+        channel.on_close(self._on_channel_closed)
+
+    def _on_channel_closed(self, channel: Channel) -> None:
+        def notify_enabled(group: str) -> bool:
+            config = self.subscription_group_manager.table.get(group)
+            return self.config.notify_consumer_ids_changed_enable and (
+                config is None or config.notify_consumer_ids_changed_enable)
+        self.consumer_manager.on_channel_closed(channel, notify_enabled)
+        self.producer_manager.on_channel_closed(channel)
+
+    def request_register_all(self) -> None:
+        self.registration.request_register_all()
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    def load(self) -> None:
+        self.topic_config_manager.load()
+        self.consumer_offset_manager.load()
+        self.subscription_group_manager.load()
+        self.store.load()
+        self.store.start()
+        # The system topics of a fresh broker are written at once, as Java does.
+        self.topic_config_manager.persist()
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Serve until ``stop()``; the store is loaded (recovered) before any port opens."""
+        await trio.to_thread.run_sync(self.load)
+        try:
+            async with RemotingClient() as client:
+                async with trio.open_nursery() as nursery:
+                    await nursery.start(self.server.serve)
+                    if self.fast_server is not None:
+                        await nursery.start(self.fast_server.serve)
+                    nursery.start_soon(self.flush_service.run)
+                    nursery.start_soon(self.pull_processor.hold_service.run)
+                    nursery.start_soon(self._housekeeping)
+                    if self.config.namesrv_addrs:
+                        await nursery.start(self.registration.run, client)
+                    log.info("broker %s (%s) ready: %s", self.config.broker_name, self.config.broker_cluster_name,
+                             self.config.broker_addr)
+                    task_status.started(self.server.port)
+                    await self._stopping.wait()
+                    await self._graceful_stop(client, nursery)
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(self._persist_and_close_store)
+            self._stopped.set()
+
+    async def _graceful_stop(self, client: RemotingClient, nursery: trio.Nursery) -> None:
+        log.info("broker stopping: no new connections, finishing in-flight work")
+        self.server.stop_accepting()
+        if self.fast_server is not None:
+            self.fast_server.stop_accepting()
+        if self.config.namesrv_addrs:
+            await self.registration.unregister_all(client)
+        self.pull_processor.hold_service.wake_all()
+        with trio.move_on_after(SHUTDOWN_GRACE_S):
+            await trio.to_thread.run_sync(self.store.flush_commit_log)
+            while self.flush_service._waiters:
+                await trio.sleep(0.01)
+            await trio.sleep(0.05)   # let writers drain the last responses
+        nursery.cancel_scope.cancel()
+
+    def _persist_and_close_store(self) -> None:
+        self.flush_service.fail_waiters()
+        for persist in (self.consumer_offset_manager.persist, self.topic_config_manager.persist,
+                        self.subscription_group_manager.persist):
+            try:
+                persist()
+            except OSError as exc:
+                log.error("persisting config at shutdown failed: %s", exc)
+        self.store.shutdown()
+        log.info("broker stopped")
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()
+
+    async def _housekeeping(self) -> None:
+        last_scan = time.monotonic()
+        interval = self.config.flush_consumer_offset_interval / 1000
+        while True:
+            await trio.sleep(interval)
+            offsets = self.consumer_offset_manager
+            if offsets.dirty:
+                # Encoded here, on the loop that mutates the table; written from a thread.
+                text = offsets.encode(pretty=True)
+                offsets.dirty = False
+                await trio.to_thread.run_sync(write_atomically, offsets.path, text)
+            if time.monotonic() - last_scan >= CLIENT_SCAN_INTERVAL_S:
+                last_scan = time.monotonic()
+                for channel in set(self.consumer_manager.scan_not_active() + self.producer_manager.scan_not_active()):
+                    log.info("closing idle client channel %s (no heartbeat for %d ms)",
+                             channel.remote_addr, self.config.channel_expired_timeout)
+                    channel.close()

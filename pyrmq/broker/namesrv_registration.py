@@ -1,0 +1,91 @@
+"""Keeping every configured NameServer informed (Java BrokerOuterAPI.registerBrokerAll):
+REGISTER_BROKER every ``registerNameServerPeriod`` (clamped to 10-60 s) and at once after a
+topic change; UNREGISTER_BROKER at shutdown."""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from typing import TYPE_CHECKING
+
+import trio
+
+from pyrmq.codec import fastjson
+from pyrmq.codec.codes import RequestCode, ResponseCode
+from pyrmq.codec.remoting import make_request
+from pyrmq.remoting.channel import ChannelClosedError, RemotingTimeoutError
+from pyrmq.remoting.client import RemotingClient
+
+if TYPE_CHECKING:
+    from pyrmq.broker.controller import BrokerController
+
+log = logging.getLogger(__name__)
+
+REGISTER_TIMEOUT_S = 6.0
+
+
+class NamesrvRegistration:
+    def __init__(self, ctl: BrokerController) -> None:
+        self.ctl = ctl
+        self._wake = trio.Event()
+        self.registrations = 0
+        self.master_addr: str | None = None
+
+    def request_register_all(self) -> None:
+        self._wake.set()
+
+    def _header(self) -> dict[str, str]:
+        config = self.ctl.config
+        return {"brokerAddr": config.broker_addr, "brokerId": str(config.broker_id),
+                "brokerName": config.broker_name, "clusterName": config.broker_cluster_name,
+                "haServerAddr": f"{config.broker_ip2}:{config.ha_listen_port}", "compressed": "false"}
+
+    def _body(self) -> bytes:
+        topics = self.ctl.topic_config_manager
+        body = {"filterServerList": [],
+                "topicConfigSerializeWrapper": {"dataVersion": topics.data_version.to_json(),
+                                                "topicConfigTable": {n: c.to_json() for n, c in topics.table.items()}}}
+        return fastjson.dumps(body).encode()
+
+    async def register_all(self, client: RemotingClient) -> None:
+        body = self._body()
+        header = self._header()
+        header["bodyCrc32"] = str(zlib.crc32(body) & 0x7FFFFFFF)
+
+        async def register(addr: str) -> None:
+            try:
+                response = await client.invoke(addr, make_request(RequestCode.REGISTER_BROKER, dict(header), body),
+                                               REGISTER_TIMEOUT_S)
+            except (OSError, trio.TooSlowError, RemotingTimeoutError, ChannelClosedError, ValueError) as exc:
+                log.warning("register to NameServer %s failed: %s", addr, exc)
+                return
+            if response.code != ResponseCode.SUCCESS:
+                log.warning("NameServer %s refused registration: %s %s", addr, response.code, response.remark)
+                return
+            self.registrations += 1
+            if response.ext_fields and response.ext_fields.get("masterAddr"):
+                self.master_addr = response.ext_fields["masterAddr"]
+
+        async with trio.open_nursery() as nursery:
+            for addr in self.ctl.config.namesrv_addrs:
+                nursery.start_soon(register, addr)
+
+    async def unregister_all(self, client: RemotingClient) -> None:
+        header = {k: v for k, v in self._header().items() if k in
+                  ("brokerAddr", "brokerId", "brokerName", "clusterName")}
+        for addr in self.ctl.config.namesrv_addrs:
+            with trio.move_on_after(2):
+                try:
+                    await client.invoke(addr, make_request(RequestCode.UNREGISTER_BROKER, dict(header)), 2.0)
+                except (OSError, trio.TooSlowError, RemotingTimeoutError, ChannelClosedError, ValueError) as exc:
+                    log.info("unregister from NameServer %s failed: %s", addr, exc)
+
+    async def run(self, client: RemotingClient, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        period = min(max(self.ctl.config.register_name_server_period, 10_000), 60_000) / 1000
+        await self.register_all(client)
+        task_status.started()
+        while True:
+            with trio.move_on_after(period):
+                await self._wake.wait()
+            self._wake = trio.Event()
+            await self.register_all(client)

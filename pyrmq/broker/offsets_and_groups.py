@@ -1,0 +1,158 @@
+"""Consumer offsets (consumerOffset.json) and subscription groups (subscriptionGroup.json)."""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyrmq.broker.topic_config import DataVersion
+from pyrmq.codec import fastjson
+from pyrmq.codec.errors import ProtocolError
+from pyrmq.store.config_file import read_with_backup, write_atomically
+
+log = logging.getLogger(__name__)
+
+TOPIC_GROUP_SEPARATOR = "@"
+GROUP_MAX_LENGTH = 255
+_VALID_NAME = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+
+# Groups every Apache broker creates at start (spec/message.md section 10.1).
+SYSTEM_GROUPS = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP")
+SYSTEM_BROADCAST_GROUPS = ("CID_ONS-HTTP-PROXY", "CID_ONSAPI_PULL", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER")
+
+
+def validate_group(group: str | None) -> str | None:
+    """None if ``group`` is a legal consumer/producer group name, else a remark for the client."""
+    if not group or not group.strip():
+        return "The specified group is blank."
+    if len(group) > GROUP_MAX_LENGTH:
+        return f"The specified group is longer than group max length {GROUP_MAX_LENGTH}."
+    if not _VALID_NAME.match(group):
+        return f"The specified group[{group}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+    return None
+
+
+class ConsumerOffsetManager:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.offset_table: dict[str, dict[int, int]] = {}
+        self.dirty = False
+
+    def load(self) -> None:
+        for candidate, text in read_with_backup(self.path):
+            try:
+                data = fastjson.loads(text)
+                self.offset_table = {str(k): {int(q): int(o) for q, o in v.items()}
+                                     for k, v in (data.get("offsetTable") or {}).items()}
+                return
+            except (ProtocolError, AttributeError, TypeError, ValueError) as exc:
+                log.warning("ignoring unreadable %s: %s", candidate, exc)
+
+    def encode(self, pretty: bool = False) -> str:
+        obj = {"offsetTable": self.offset_table}
+        return fastjson.dumps_pretty(obj) if pretty else fastjson.dumps(obj)
+
+    def persist(self) -> None:
+        write_atomically(self.path, self.encode(pretty=True))
+        self.dirty = False
+
+    def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        key = topic + TOPIC_GROUP_SEPARATOR + group
+        queues = self.offset_table.get(key)
+        if queues is None:
+            queues = self.offset_table[key] = {}
+        if queues.get(queue_id) != offset:
+            queues[queue_id] = offset
+            self.dirty = True
+
+    def query_offset(self, group: str, topic: str, queue_id: int) -> int:
+        queues = self.offset_table.get(topic + TOPIC_GROUP_SEPARATOR + group)
+        if queues is None:
+            return -1
+        return queues.get(queue_id, -1)
+
+    def remove_topic(self, topic: str) -> None:
+        prefix = topic + TOPIC_GROUP_SEPARATOR
+        for key in [k for k in self.offset_table if k.startswith(prefix)]:
+            del self.offset_table[key]
+            self.dirty = True
+
+
+@dataclass(slots=True)
+class SubscriptionGroupConfig:
+    group_name: str
+    consume_enable: bool = True
+    consume_from_min_enable: bool = True
+    consume_broadcast_enable: bool = True
+    retry_queue_nums: int = 1
+    retry_max_times: int = 16
+    broker_id: int = 0
+    which_broker_when_consume_slowly: int = 1
+    notify_consumer_ids_changed_enable: bool = True
+
+    _KEYS = (("groupName", "group_name"), ("consumeEnable", "consume_enable"),
+             ("consumeFromMinEnable", "consume_from_min_enable"),
+             ("consumeBroadcastEnable", "consume_broadcast_enable"), ("retryQueueNums", "retry_queue_nums"),
+             ("retryMaxTimes", "retry_max_times"), ("brokerId", "broker_id"),
+             ("whichBrokerWhenConsumeSlowly", "which_broker_when_consume_slowly"),
+             ("notifyConsumerIdsChangedEnable", "notify_consumer_ids_changed_enable"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {key: getattr(self, attr) for key, attr in self._KEYS}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> SubscriptionGroupConfig:
+        config = cls(str(obj["groupName"]))
+        for key, attr in cls._KEYS[1:]:
+            if key in obj:
+                default = getattr(config, attr)
+                value = obj[key]
+                setattr(config, attr, bool(value) if isinstance(default, bool) else int(value))
+        return config
+
+
+class SubscriptionGroupManager:
+    def __init__(self, path: str | Path, auto_create: bool = True) -> None:
+        self.path = Path(path)
+        self.auto_create = auto_create
+        self.table: dict[str, SubscriptionGroupConfig] = {}
+        self.data_version = DataVersion()
+        for group in SYSTEM_GROUPS:
+            self.table[group] = SubscriptionGroupConfig(group)
+        for group in SYSTEM_BROADCAST_GROUPS:
+            self.table[group] = SubscriptionGroupConfig(group, consume_broadcast_enable=True)
+
+    def load(self) -> None:
+        for candidate, text in read_with_backup(self.path):
+            try:
+                data = fastjson.loads(text)
+                for name, obj in (data.get("subscriptionGroupTable") or {}).items():
+                    self.table[str(name)] = SubscriptionGroupConfig.from_json(obj)
+                self.data_version.load(data.get("dataVersion"))
+                return
+            except (ProtocolError, AttributeError, KeyError, TypeError, ValueError) as exc:
+                log.warning("ignoring unreadable %s: %s", candidate, exc)
+
+    def encode(self, pretty: bool = False) -> str:
+        obj = {"dataVersion": self.data_version.to_json(),
+               "subscriptionGroupTable": {n: c.to_json() for n, c in self.table.items()}}
+        return fastjson.dumps_pretty(obj) if pretty else fastjson.dumps(obj)
+
+    def persist(self) -> None:
+        write_atomically(self.path, self.encode(pretty=True))
+
+    def update(self, config: SubscriptionGroupConfig) -> None:
+        self.table[config.group_name] = config
+        self.data_version.next_version()
+        self.persist()
+
+    def find(self, group: str) -> SubscriptionGroupConfig | None:
+        """The group's config, created with defaults when auto-creation is on."""
+        config = self.table.get(group)
+        if config is None and self.auto_create and validate_group(group) is None:
+            config = SubscriptionGroupConfig(group)
+            self.update(config)
+        return config

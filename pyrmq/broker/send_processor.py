@@ -1,0 +1,227 @@
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320): the send hot path.
+
+Checks in Java's order (spec/codes.md section 3.3), one append into the commit log, and the
+response at once -- or, under SYNC_FLUSH, when the group commit that covers the record is on disk.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from typing import TYPE_CHECKING
+
+from pyrmq.broker.topic_config import (
+    NOT_ALLOWED_SEND_TOPICS,
+    RETRY_GROUP_TOPIC_PREFIX,
+    is_writeable,
+    validate_topic,
+)
+from pyrmq.codec.codes import ResponseCode
+from pyrmq.codec.message import (
+    MessageConst,
+    MessageSysFlag,
+    properties_to_string,
+    string_to_properties,
+    tags_string_to_tags_code,
+)
+from pyrmq.codec.remoting import RemotingCommand
+from pyrmq.remoting.channel import Channel
+from pyrmq.remoting.dispatch import RequestError
+from pyrmq.store.message_store import (
+    FlushDiskType,
+    MessageExtBatch,
+    MessageExtBrokerInner,
+    PutMessageResult,
+    PutMessageStatus,
+)
+
+if TYPE_CHECKING:
+    from pyrmq.broker.controller import BrokerController
+
+log = logging.getLogger(__name__)
+
+FAQ_URL = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+
+# SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE carry the V1 header under one-letter names.
+_V2_NAMES = {"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums",
+             "e": "queueId", "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties",
+             "j": "reconsumeTimes", "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch", "n": "bname"}
+
+_PUT_STATUS_RESPONSES: dict[PutMessageStatus, tuple[int, str | None]] = {
+    PutMessageStatus.PUT_OK: (ResponseCode.SUCCESS, None),
+    PutMessageStatus.FLUSH_DISK_TIMEOUT: (ResponseCode.FLUSH_DISK_TIMEOUT, None),
+    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: (ResponseCode.FLUSH_SLAVE_TIMEOUT, None),
+    PutMessageStatus.SLAVE_NOT_AVAILABLE: (ResponseCode.SLAVE_NOT_AVAILABLE, None),
+    PutMessageStatus.CREATE_MAPPED_FILE_FAILED: (
+        ResponseCode.SYSTEM_ERROR, "create mapped file failed, server is busy or broken."),
+    PutMessageStatus.MESSAGE_ILLEGAL: (
+        ResponseCode.MESSAGE_ILLEGAL,
+        "the message is illegal, maybe msg body or properties length not matched. "
+        "msg body length limit 4m, msg properties length limit 32k."),
+    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: (
+        ResponseCode.MESSAGE_ILLEGAL,
+        "the message is illegal, maybe msg properties length limit 32k."),
+    PutMessageStatus.SERVICE_NOT_AVAILABLE: (
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        "service not available now. It may be caused by one of the following reasons: "
+        "the broker's disk is full, messages are put to the slave, message store has been shut down, etc."),
+    PutMessageStatus.OS_PAGECACHE_BUSY: (
+        ResponseCode.SYSTEM_BUSY, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"),
+    PutMessageStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"),
+}
+
+
+def _header(request: RemotingCommand) -> dict[str, str]:
+    ext = request.ext_fields or {}
+    if "a" in ext and "producerGroup" not in ext:
+        return {_V2_NAMES.get(k, k): v for k, v in ext.items()}
+    return ext
+
+
+def _required(header: dict[str, str], name: str) -> str:
+    value = header.get(name)
+    if value is None or value == "":
+        raise RequestError(ResponseCode.SYSTEM_ERROR, f"the custom field <{name}> is null")
+    return value
+
+
+def _required_int(header: dict[str, str], name: str) -> int:
+    value = _required(header, name)
+    try:
+        return int(value)
+    except ValueError:
+        raise RequestError(ResponseCode.SYSTEM_ERROR, f"the custom field <{name}> is not a number") from None
+
+
+def _split_addr(addr: str) -> tuple[str, int]:
+    host, _, port = addr.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+class SendMessageProcessor:
+    def __init__(self, ctl: BrokerController) -> None:
+        self.ctl = ctl
+        self.store = ctl.store
+        self.topics = ctl.topic_config_manager
+        self.store_host = (ctl.config.broker_ip1, ctl.config.listen_port)
+        self.cluster_name = ctl.config.broker_cluster_name
+        self.sync_flush = ctl.store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+        self._response_fields = {"MSG_REGION": ctl.config.region_id,
+                                  "TRACE_ON": "true" if ctl.config.trace_on else "false"}
+
+    def process(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+        header = _header(request)
+        topic = _required(header, "topic")
+        _required(header, "producerGroup")
+        queue_id = _required_int(header, "queueId")
+        sys_flag = _required_int(header, "sysFlag")
+        born_timestamp = _required_int(header, "bornTimestamp")
+        flag = _required_int(header, "flag")
+        topic_config = self._check(request, header, topic, queue_id, sys_flag)
+        if isinstance(topic_config, RemotingCommand):
+            return topic_config
+        if queue_id < 0:
+            queue_id = random.randrange(max(1, topic_config.write_queue_nums))
+        if topic_config.topic_filter_type == "MULTI_TAG":
+            sys_flag |= MessageSysFlag.MULTI_TAGS_FLAG
+        properties = string_to_properties(header.get("properties"))
+        wait_store = properties.pop(MessageConst.PROPERTY_WAIT_STORE_MSG_OK, "true") != "false"
+        properties[MessageConst.PROPERTY_CLUSTER] = self.cluster_name
+        try:
+            born_host = _split_addr(channel.remote_addr)
+        except ValueError:
+            born_host = ("0.0.0.0", 0)
+        reconsume_times = int(header.get("reconsumeTimes") or 0)
+        body = request.body if request.body is not None else b""
+        is_batch = header.get("batch", "").lower() == "true"
+
+        if is_batch:
+            if MessageSysFlag.transaction_value(sys_flag) != MessageSysFlag.TRANSACTION_NOT_TYPE:
+                return request.response(ResponseCode.MESSAGE_ILLEGAL, "batch message does not support transaction")
+            if MessageConst.PROPERTY_DELAY_TIME_LEVEL in properties:
+                return request.response(ResponseCode.MESSAGE_ILLEGAL, "batch message does not support delay message")
+            batch = MessageExtBatch(topic=topic, queue_id=queue_id, flag=flag, body=bytes(body),
+                                    properties_string=properties_to_string(properties), sys_flag=sys_flag,
+                                    born_timestamp=born_timestamp, born_host=born_host,
+                                    store_host=self.store_host, reconsume_times=reconsume_times)
+            result = self.store.put_messages(batch)
+        else:
+            if properties.get(MessageConst.PROPERTY_TRANSACTION_PREPARED) == "true":
+                # Transactional half messages arrive with a later issue; refuse them plainly.
+                return request.response(ResponseCode.NO_PERMISSION,
+                                        f"the broker[{self.ctl.config.broker_name}] sending transaction message is forbidden")
+            inner = MessageExtBrokerInner(
+                topic=topic, queue_id=queue_id, flag=flag, body=bytes(body),
+                properties_string=properties_to_string(properties), sys_flag=sys_flag,
+                born_timestamp=born_timestamp, born_host=born_host, store_host=self.store_host,
+                reconsume_times=reconsume_times,
+                tags_code=tags_string_to_tags_code(properties.get(MessageConst.PROPERTY_TAGS)))
+            result = self.store.put_message(inner)
+        return self._respond(channel, request, result, queue_id, wait_store)
+
+    def _check(self, request: RemotingCommand, header: dict[str, str], topic: str, queue_id: int,
+               sys_flag: int):
+        broker = self.ctl.config
+        if not is_writeable(broker.broker_permission):
+            return request.response(ResponseCode.NO_PERMISSION,
+                                    f"the broker[{broker.broker_ip1}] sending message is forbidden")
+        if self.ctl.is_slave:
+            return request.response(ResponseCode.SERVICE_NOT_AVAILABLE,
+                                    "the broker is a slave; send messages to the master")
+        remark = validate_topic(topic)
+        if remark is not None:
+            return request.response(ResponseCode.SYSTEM_ERROR, remark)
+        if topic in NOT_ALLOWED_SEND_TOPICS:
+            return request.response(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
+        topic_config = self.topics.select(topic)
+        if topic_config is None:
+            unit_mode = header.get("unitMode", "").lower() == "true"
+            topic_sys_flag = 1 if unit_mode else 0   # TopicSysFlag FLAG_UNIT
+            if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                group = self.ctl.subscription_group_manager.find(topic[len(RETRY_GROUP_TOPIC_PREFIX):])
+                if group is None:
+                    return request.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                            f"subscription group not exist, {topic}")
+                topic_config = self.topics.create_in_send_back(topic, max(1, group.retry_queue_nums))
+            else:
+                default_topic = header.get("defaultTopic") or "TBW102"
+                try:
+                    queue_nums = int(header.get("defaultTopicQueueNums") or 4)
+                except ValueError:
+                    queue_nums = 4
+                topic_config = self.topics.create_in_send(topic, default_topic, queue_nums, topic_sys_flag)
+            if topic_config is None:
+                return request.response(ResponseCode.TOPIC_NOT_EXIST,
+                                        f"topic[{topic}] not exist, apply first please!{FAQ_URL}")
+            self.ctl.request_register_all()
+        if not is_writeable(topic_config.perm):
+            return request.response(ResponseCode.NO_PERMISSION,
+                                    f"the topic[{topic}] sending message is forbidden")
+        max_queues = max(topic_config.write_queue_nums, topic_config.read_queue_nums)
+        if queue_id >= max_queues:
+            return request.response(ResponseCode.SYSTEM_ERROR,
+                                    f"request queueId[{queue_id}] is illegal, {topic_config.topic_name} "
+                                    f"Producer: {request.field('a') or request.field('producerGroup')}")
+        return topic_config
+
+    def _respond(self, channel: Channel, request: RemotingCommand, result: PutMessageResult,
+                 queue_id: int, wait_store: bool) -> RemotingCommand | None:
+        code, remark = _PUT_STATUS_RESPONSES.get(result.status, (ResponseCode.SYSTEM_ERROR, str(result.status)))
+        if result.append_result is None or code not in (ResponseCode.SUCCESS,):
+            return request.response(code, remark)
+        append = result.append_result
+        ext = {"msgId": append.msg_id, "queueId": str(queue_id), "queueOffset": str(append.logics_offset),
+               **self._response_fields}
+        self.ctl.stats.put_count += append.msg_num
+        if not (self.sync_flush and wait_store):
+            return request.response(ResponseCode.SUCCESS, ext_fields=ext)
+
+        # SYNC_FLUSH: SEND_OK only once the record is on disk (group commit, off the event loop).
+        def on_flushed(ok: bool) -> None:
+            if ok:
+                channel.send_response(request.response(ResponseCode.SUCCESS, ext_fields=ext))
+            else:
+                channel.send_response(request.response(ResponseCode.FLUSH_DISK_TIMEOUT, ext_fields=ext))
+
+        self.ctl.flush_service.wait_for_flush(append.wrote_offset + append.wrote_bytes, on_flushed)
+        return None

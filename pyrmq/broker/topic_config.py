@@ -1,0 +1,209 @@
+"""Topic configurations (topics.json): system topics, validation, auto-creation from TBW102 and
+retry topics, persistence with a DataVersion (spec/message.md section 10, store.md section 7.1)."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyrmq.codec import fastjson
+from pyrmq.codec.errors import ProtocolError
+from pyrmq.store.config_file import read_with_backup, write_atomically
+
+log = logging.getLogger(__name__)
+
+PERM_PRIORITY = 8
+PERM_READ = 4
+PERM_WRITE = 2
+PERM_INHERIT = 1
+
+AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
+SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+BENCHMARK_TOPIC = "BenchmarkTest"
+OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+REPLY_TOPIC_POSTFIX = "REPLY_TOPIC"
+
+TOPIC_MAX_LENGTH = 127
+_VALID_NAME = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+
+# Clients may not send to these (TopicValidator.isNotAllowedSendTopic).
+NOT_ALLOWED_SEND_TOPICS = frozenset({SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC,
+                                     TRANS_CHECK_MAX_TIME_TOPIC, SELF_TEST_TOPIC, OFFSET_MOVED_EVENT})
+SYSTEM_TOPICS = frozenset(NOT_ALLOWED_SEND_TOPICS | {AUTO_CREATE_TOPIC_KEY_TOPIC, BENCHMARK_TOPIC, TRACE_TOPIC})
+
+
+def is_writeable(perm: int) -> bool:
+    return bool(perm & PERM_WRITE)
+
+
+def is_readable(perm: int) -> bool:
+    return bool(perm & PERM_READ)
+
+
+def validate_topic(topic: str | None) -> str | None:
+    """None if ``topic`` is a legal name, else the remark Java answers with (code SYSTEM_ERROR)."""
+    if not topic or not topic.strip():
+        return "The specified topic is blank."
+    if not _VALID_NAME.match(topic):
+        return f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+    if len(topic) > TOPIC_MAX_LENGTH:
+        return f"The specified topic is longer than topic max length {TOPIC_MAX_LENGTH}."
+    return None
+
+
+def is_system_topic(topic: str) -> bool:
+    return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+@dataclass(slots=True)
+class TopicConfig:
+    topic_name: str
+    read_queue_nums: int = 16
+    write_queue_nums: int = 16
+    perm: int = PERM_READ | PERM_WRITE
+    topic_filter_type: str = "SINGLE_TAG"
+    topic_sys_flag: int = 0
+    order: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"order": self.order, "perm": self.perm, "readQueueNums": self.read_queue_nums,
+                "topicFilterType": self.topic_filter_type, "topicName": self.topic_name,
+                "topicSysFlag": self.topic_sys_flag, "writeQueueNums": self.write_queue_nums}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> TopicConfig:
+        return cls(topic_name=str(obj["topicName"]), read_queue_nums=int(obj.get("readQueueNums", 16)),
+                   write_queue_nums=int(obj.get("writeQueueNums", 16)), perm=int(obj.get("perm", 6)),
+                   topic_filter_type=str(obj.get("topicFilterType", "SINGLE_TAG")),
+                   topic_sys_flag=int(obj.get("topicSysFlag", 0)), order=bool(obj.get("order", False)))
+
+
+class DataVersion:
+    def __init__(self) -> None:
+        self.timestamp = int(time.time() * 1000)
+        self.counter = 0
+
+    def next_version(self) -> None:
+        self.timestamp = int(time.time() * 1000)
+        self.counter += 1
+
+    def to_json(self) -> dict[str, int]:
+        return {"counter": self.counter, "timestamp": self.timestamp}
+
+    def load(self, obj: dict[str, Any] | None) -> None:
+        if isinstance(obj, dict):
+            self.counter = int(obj.get("counter", 0))
+            self.timestamp = int(obj.get("timestamp", self.timestamp))
+
+
+class TopicConfigManager:
+    def __init__(self, path: str | Path, cluster_name: str, broker_name: str, *,
+                 auto_create_topic_enable: bool = True, default_topic_queue_nums: int = 8,
+                 cluster_topic_enable: bool = True, broker_topic_enable: bool = True) -> None:
+        self.path = Path(path)
+        self.auto_create_topic_enable = auto_create_topic_enable
+        self.table: dict[str, TopicConfig] = {}
+        self.data_version = DataVersion()
+        self._add_system_topics(cluster_name, broker_name, default_topic_queue_nums,
+                                cluster_topic_enable, broker_topic_enable)
+
+    def _add_system_topics(self, cluster: str, broker: str, default_queue_nums: int,
+                           cluster_topic_enable: bool, broker_topic_enable: bool) -> None:
+        def add(name: str, queues: int, perm: int = PERM_READ | PERM_WRITE) -> None:
+            self.table[name] = TopicConfig(name, queues, queues, perm)
+
+        add(SELF_TEST_TOPIC, 1)
+        if self.auto_create_topic_enable:
+            add(AUTO_CREATE_TOPIC_KEY_TOPIC, default_queue_nums, PERM_INHERIT | PERM_READ | PERM_WRITE)
+        add(BENCHMARK_TOPIC, 1024)
+        add(cluster, 16, PERM_INHERIT | (PERM_READ | PERM_WRITE if cluster_topic_enable else 0))
+        add(broker, 1, PERM_INHERIT | (PERM_READ | PERM_WRITE if broker_topic_enable else 0))
+        add(OFFSET_MOVED_EVENT, 1)
+        add(SCHEDULE_TOPIC, 18)
+        add(f"{cluster}_{REPLY_TOPIC_POSTFIX}", 1)
+
+    # --- persistence ----------------------------------------------------------------------
+
+    def load(self) -> None:
+        for candidate, text in read_with_backup(self.path):
+            try:
+                data = fastjson.loads(text)
+                for name, obj in (data.get("topicConfigTable") or {}).items():
+                    self.table[str(name)] = TopicConfig.from_json(obj)
+                self.data_version.load(data.get("dataVersion"))
+                return
+            except (ProtocolError, AttributeError, KeyError, TypeError, ValueError) as exc:
+                log.warning("ignoring unreadable %s: %s", candidate, exc)
+
+    def encode(self, pretty: bool = False) -> str:
+        obj = {"dataVersion": self.data_version.to_json(),
+               "topicConfigTable": {n: c.to_json() for n, c in self.table.items()}}
+        return fastjson.dumps_pretty(obj) if pretty else fastjson.dumps(obj)
+
+    def persist(self) -> None:
+        write_atomically(self.path, self.encode(pretty=True))
+
+    # --- lookups and changes -------------------------------------------------------------
+
+    def select(self, topic: str) -> TopicConfig | None:
+        return self.table.get(topic)
+
+    def update(self, config: TopicConfig) -> None:
+        self.table[config.topic_name] = config
+        self.data_version.next_version()
+        self.persist()
+
+    def delete(self, topic: str) -> bool:
+        if self.table.pop(topic, None) is None:
+            return False
+        self.data_version.next_version()
+        self.persist()
+        return True
+
+    def create_in_send(self, topic: str, default_topic: str, client_queue_nums: int,
+                       topic_sys_flag: int) -> TopicConfig | None:
+        """Auto-create ``topic`` from the template ``default_topic`` (normally TBW102)."""
+        existing = self.table.get(topic)
+        if existing is not None:
+            return existing
+        template = self.table.get(default_topic)
+        if template is None:
+            log.warning("create topic %s failed: default topic %s does not exist", topic, default_topic)
+            return None
+        perm = template.perm
+        if default_topic == AUTO_CREATE_TOPIC_KEY_TOPIC and not self.auto_create_topic_enable:
+            perm = PERM_READ | PERM_WRITE
+        if not perm & PERM_INHERIT:
+            log.warning("create topic %s failed: default topic %s has no inherit perm", topic, default_topic)
+            return None
+        queue_nums = max(0, min(client_queue_nums, template.write_queue_nums))
+        config = TopicConfig(topic, queue_nums, queue_nums, perm & ~PERM_INHERIT,
+                             template.topic_filter_type, topic_sys_flag)
+        log.info("auto-created topic %s from %s with %d queues", topic, default_topic, queue_nums)
+        self.update(config)
+        return config
+
+    def create_in_send_back(self, topic: str, queue_nums: int, perm: int = PERM_READ | PERM_WRITE,
+                            topic_sys_flag: int = 0) -> TopicConfig:
+        existing = self.table.get(topic)
+        if existing is not None:
+            return existing
+        config = TopicConfig(topic, queue_nums, queue_nums, perm, topic_sys_flag=topic_sys_flag)
+        self.update(config)
+        return config

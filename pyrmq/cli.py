@@ -1,0 +1,118 @@
+"""Command line: ``pyrmq namesrv``, ``pyrmq broker``, ``pyrmq standalone``.
+
+The only place that configures logging.  SIGTERM and SIGINT stop gracefully: stop accepting,
+finish in-flight work, flush, persist configs, remove the abort file, exit 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+import trio
+
+from pyrmq.broker.config import ConfigError, load_config_file
+from pyrmq.broker.controller import BrokerController
+from pyrmq.namesrv.controller import NamesrvConfig, NamesrvController
+
+log = logging.getLogger("pyrmq")
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+
+
+async def _wait_for_signal(on_signal) -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            log.info("received %s, shutting down", signal.Signals(signum).name)
+            on_signal()
+            return
+
+
+async def _run_namesrv(args) -> None:
+    config = NamesrvConfig(listen_port=args.port, bind_address=args.bind)
+    if args.kv_config_path:
+        config.kv_config_path = args.kv_config_path
+    controller = NamesrvController(config)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(controller.run)
+        await _wait_for_signal(lambda: None)
+        nursery.cancel_scope.cancel()
+
+
+async def _run_broker(broker: BrokerController, namesrv: NamesrvController | None = None) -> None:
+    async with trio.open_nursery() as nursery:
+        if namesrv is not None:
+            await nursery.start(namesrv.run)
+        nursery.start_soon(_wait_for_signal, broker.stop)
+        await nursery.start(broker.run)
+        await broker.wait_stopped()
+        nursery.cancel_scope.cancel()
+
+
+def _broker_overrides(args) -> dict[str, str]:
+    overrides = {}
+    if getattr(args, "namesrv_addr", None):
+        overrides["namesrvAddr"] = args.namesrv_addr
+    return overrides
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="pyrmq", description="RocketMQ-compatible NameServer and Broker")
+    parser.add_argument("--log-level", default=os.environ.get("PYRMQ_LOG_LEVEL", "INFO"))
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p_ns = sub.add_parser("namesrv", help="run a NameServer")
+    p_ns.add_argument("--port", type=int, default=9876)
+    p_ns.add_argument("--bind", default="0.0.0.0", help="address to listen on (default: all)")
+    p_ns.add_argument("--kv-config-path", help="kvConfig.json location (default ~/namesrv/kvConfig.json)")
+
+    p_br = sub.add_parser("broker", help="run a Broker")
+    p_br.add_argument("-c", "--config", help="broker.conf (Apache RocketMQ keys)")
+    p_br.add_argument("-n", "--namesrv-addr", help="NameServer addresses, host:port;host:port")
+
+    p_sa = sub.add_parser("standalone", help="NameServer and Broker in one process")
+    p_sa.add_argument("-c", "--config", help="broker.conf (Apache RocketMQ keys)")
+    p_sa.add_argument("--namesrv-port", type=int, default=9876)
+
+    args = parser.parse_args(argv)
+    _configure_logging(args.log_level)
+    try:
+        if args.command == "namesrv":
+            trio.run(_run_namesrv, args)
+            return 0
+        overrides = _broker_overrides(args)
+        namesrv = None
+        if args.command == "standalone":
+            # The embedded NameServer is the broker's; other NameServers may be named in broker.conf.
+            loaded = load_config_file(args.config, overrides)
+            own = f"127.0.0.1:{args.namesrv_port}"
+            addrs = [own] + [a for a in loaded.broker.namesrv_addrs if a != own]
+            loaded.broker.namesrv_addr = ";".join(addrs)
+            kv_path = Path(loaded.store.store_path_root_dir) / "namesrv" / "kvConfig.json"
+            namesrv = NamesrvController(NamesrvConfig(listen_port=args.namesrv_port,
+                                                      bind_address=loaded.broker.bind_address,
+                                                      kv_config_path=str(kv_path)))
+        else:
+            loaded = load_config_file(args.config, overrides)
+        broker = BrokerController(loaded)
+        trio.run(_run_broker, broker, namesrv)
+        return 0
+    except ConfigError as exc:
+        print(f"pyrmq: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        log.error("cannot start: %s", exc)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

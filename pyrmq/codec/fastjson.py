@@ -1,0 +1,278 @@
+"""JSON bodies and config files the way fastjson 1.2.x writes and reads them.
+
+fastjson differs from standard JSON in ways Java peers depend on (spec/remoting.md section 11):
+maps with integer keys are written with the keys unquoted (``{0:"addr"}``), maps keyed by objects
+(``Map<MessageQueue, ...>``) are written with a JSON object as the key, bean members are sorted and
+null members omitted, doubles always carry a fraction (``0.0``).  ``dumps`` produces that form,
+``loads`` accepts it (and standard JSON).  Cold path only: bodies of heartbeats, registrations,
+admin calls and config files.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+from typing import Any, Final
+
+from pyrmq.codec.errors import ProtocolError
+
+# Nesting deeper than any RocketMQ body; bounds the recursion of the parser on hostile input.
+MAX_DEPTH: Final = 64
+
+
+class ObjectKey(tuple):
+    """A map key that is itself a JSON object (fastjson's ``{{"brokerName":..}:value}``).
+
+    Stored as a tuple of sorted (name, value) pairs so it is hashable; ``as_dict()`` gives it back.
+    """
+
+    __slots__ = ()
+
+    @classmethod
+    def of(cls, mapping: dict[str, Any]) -> ObjectKey:
+        return cls(sorted(mapping.items()))
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self)
+
+
+_string_encoder = json.JSONEncoder(ensure_ascii=False)
+
+
+def _encode_str(s: str) -> str:
+    return _string_encoder.encode(s)
+
+
+def _encode_scalar(value: Any) -> str:
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, enum.Enum):
+        return _encode_str(value.name)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return "null"
+        return repr(value)
+    if isinstance(value, str):
+        return _encode_str(value)
+    raise TypeError(f"cannot encode {type(value).__name__} as fastjson")
+
+
+def _encode_key(key: Any) -> str:
+    if isinstance(key, bool):
+        return _encode_str("true" if key else "false")
+    if isinstance(key, int):
+        return str(key)              # fastjson: Integer/Long keys unquoted
+    if isinstance(key, ObjectKey):
+        return dumps(key.as_dict())
+    if isinstance(key, enum.Enum):
+        return _encode_str(key.name)
+    return _encode_str(str(key))
+
+
+def _sorted_items(obj: dict) -> list:
+    items = [(k, v) for k, v in obj.items() if v is not None]
+    # Bean members and string-keyed maps come out sorted; integer keys in numeric order.
+    try:
+        items.sort(key=lambda kv: kv[0])
+    except TypeError:
+        items.sort(key=lambda kv: str(kv[0]))
+    return items
+
+
+def dumps(obj: Any) -> str:
+    """Compact fastjson text (``JSON.toJSONString`` with default features)."""
+    if isinstance(obj, dict):
+        return "{" + ",".join(f"{_encode_key(k)}:{dumps(v)}" for k, v in _sorted_items(obj)) + "}"
+    if isinstance(obj, (list, tuple, set, frozenset)) and not isinstance(obj, ObjectKey):
+        seq = sorted(obj) if isinstance(obj, (set, frozenset)) else obj
+        return "[" + ",".join("null" if v is None else dumps(v) for v in seq) + "]"
+    if obj is None:
+        return "null"
+    return _encode_scalar(obj)
+
+
+def dumps_pretty(obj: Any, _indent: int = 0) -> str:
+    """fastjson PrettyFormat: tab indentation, as in the broker's config JSON files.
+
+    Maps with non-string keys keep fastjson's odd layout (entries on one line, the closing brace on
+    the next), e.g. ``{0:250,1:249\\n\\t\\t}``; readers ignore whitespace, but it keeps files diffable
+    against a Java broker's.
+    """
+    tabs = "\t" * (_indent + 1)
+    close = "\t" * _indent
+    if isinstance(obj, dict):
+        items = _sorted_items(obj)
+        if not items:
+            return "{}"
+        if any(not isinstance(k, str) for k, _ in items):
+            inner = ",".join(f"{_encode_key(k)}:{dumps(v)}" for k, v in items)
+            return "{" + inner + "\n" + close + "}"
+        inner = ",\n".join(f"{tabs}{_encode_key(k)}:{dumps_pretty(v, _indent + 1)}" for k, v in items)
+        return "{\n" + inner + "\n" + close + "}"
+    if isinstance(obj, (list, tuple, set, frozenset)) and not isinstance(obj, ObjectKey):
+        seq = sorted(obj) if isinstance(obj, (set, frozenset)) else list(obj)
+        if not seq:
+            return "[]"
+        inner = ",\n".join(f"{tabs}{dumps_pretty(v, _indent + 1)}" for v in seq)
+        return "[\n" + inner + "\n" + close + "]"
+    return dumps(obj)
+
+
+# ---------------------------------------------------------------------------------------------
+# Lenient reader
+
+
+class _Parser:
+    __slots__ = ("text", "pos")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+
+    def error(self, what: str) -> ProtocolError:
+        return ProtocolError(f"fastjson: {what} at position {self.pos}")
+
+    def skip_ws(self) -> None:
+        text = self.text
+        pos = self.pos
+        while pos < len(text) and text[pos] in " \t\r\n":
+            pos += 1
+        self.pos = pos
+
+    def value(self, depth: int) -> Any:
+        if depth > MAX_DEPTH:
+            raise self.error("nesting too deep")
+        self.skip_ws()
+        if self.pos >= len(self.text):
+            raise self.error("unexpected end")
+        ch = self.text[self.pos]
+        if ch == "{":
+            return self.obj(depth)
+        if ch == "[":
+            return self.array(depth)
+        if ch == '"' or ch == "'":
+            return self.string()
+        return self.bare()
+
+    def obj(self, depth: int) -> dict:
+        self.pos += 1
+        result: dict = {}
+        self.skip_ws()
+        if self.text.startswith("}", self.pos):
+            self.pos += 1
+            return result
+        while True:
+            self.skip_ws()
+            if self.pos >= len(self.text):
+                raise self.error("unterminated object")
+            ch = self.text[self.pos]
+            if ch == '"' or ch == "'":
+                key: Any = self.string()
+            elif ch == "{":
+                key = ObjectKey.of(self.obj(depth + 1))
+            else:
+                key = self.bare()
+                if not isinstance(key, (int, str)):
+                    raise self.error("bad object key")
+            self.skip_ws()
+            if not self.text.startswith(":", self.pos):
+                raise self.error("expected ':'")
+            self.pos += 1
+            result[key] = self.value(depth + 1)
+            self.skip_ws()
+            if self.text.startswith(",", self.pos):
+                self.pos += 1
+                continue
+            if self.text.startswith("}", self.pos):
+                self.pos += 1
+                return result
+            raise self.error("expected ',' or '}'")
+
+    def array(self, depth: int) -> list:
+        self.pos += 1
+        result: list = []
+        self.skip_ws()
+        if self.text.startswith("]", self.pos):
+            self.pos += 1
+            return result
+        while True:
+            result.append(self.value(depth + 1))
+            self.skip_ws()
+            if self.text.startswith(",", self.pos):
+                self.pos += 1
+                continue
+            if self.text.startswith("]", self.pos):
+                self.pos += 1
+                return result
+            raise self.error("expected ',' or ']'")
+
+    def string(self) -> str:
+        quote = self.text[self.pos]
+        if quote == '"':
+            try:
+                value, end = json.decoder.scanstring(self.text, self.pos + 1)
+            except json.JSONDecodeError as exc:
+                raise self.error(f"bad string ({exc.msg})") from None
+            self.pos = end
+            return value
+        end = self.text.find("'", self.pos + 1)
+        if end < 0:
+            raise self.error("unterminated string")
+        value = self.text[self.pos + 1:end]
+        self.pos = end + 1
+        return value
+
+    def bare(self) -> Any:
+        text = self.text
+        start = self.pos
+        pos = start
+        while pos < len(text) and text[pos] not in ",:]} \t\r\n":
+            pos += 1
+        token = text[start:pos]
+        self.pos = pos
+        if not token:
+            raise self.error("expected a value")
+        if token == "true":
+            return True
+        if token == "false":
+            return False
+        if token == "null":
+            return None
+        try:
+            return int(token)
+        except ValueError:
+            pass
+        try:
+            return float(token)
+        except ValueError:
+            raise self.error(f"bad token {token[:20]!r}") from None
+
+
+def loads(data: str | bytes | bytearray | memoryview) -> Any:
+    """Parse fastjson output (unquoted integer keys, object keys) or standard JSON."""
+    if not isinstance(data, str):
+        try:
+            data = bytes(data).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ProtocolError(f"fastjson: body is not UTF-8: {exc}") from None
+    try:
+        # Most bodies are plain JSON: let the C parser take them.
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        pass
+    parser = _Parser(data)
+    result = parser.value(0)
+    parser.skip_ws()
+    if parser.pos != len(data):
+        raise parser.error("trailing characters")
+    return result
+
+
+def int_keys(mapping: dict) -> dict[int, Any]:
+    """A map read back with integer keys, whether they were written quoted or not."""
+    return {int(k): v for k, v in mapping.items()}

@@ -1,0 +1,393 @@
+"""Remoting frames and both header encodings (JSON, type 0; ROCKETMQ binary, type 1).
+
+Sans-I/O, in the shape of h11: ``FrameDecoder.receive_data(bytes)`` buffers,
+``FrameDecoder.next_frame()`` returns a ``RemotingCommand`` or ``NEED_DATA``; ``encode_command``
+returns the bytes of one frame.  Every length field is checked against what was actually received
+and against the configured limit before anything is sliced or allocated.  See spec/remoting.md
+sections 2-8.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import struct
+from dataclasses import dataclass, field
+from typing import Final
+
+import construct as cs
+
+from pyrmq.codec.errors import ProtocolError
+
+# Same default as RocketMQ's com.rocketmq.remoting.frameMaxLength: the whole frame, length word
+# included, may not exceed 16 MiB.
+MAX_FRAME_BYTES: Final = 16 * 1024 * 1024
+
+# The ROCKETMQ binary header carries at most this many extFields entries; real headers have < 30.
+# Bounds the work done for one header, whatever its declared lengths say.
+MAX_EXT_FIELDS: Final = 1024
+
+# MQVersion ordinal of 4.9.8: what we put in every response (clients gate SQL92 on >= 232).
+CURRENT_VERSION: Final = 409
+
+RPC_TYPE_RESPONSE: Final = 0x1
+RPC_ONEWAY: Final = 0x2
+
+
+class SerializeType(enum.IntEnum):
+    JSON = 0
+    ROCKETMQ = 1
+
+
+class LanguageCode(enum.IntEnum):
+    JAVA = 0
+    CPP = 1
+    DOTNET = 2
+    PYTHON = 3
+    DELPHI = 4
+    ERLANG = 5
+    RUBY = 6
+    OTHER = 7
+    HTTP = 8
+    GO = 9
+    PHP = 10
+    OMS = 11
+    RUST = 12
+    NODE_JS = 13
+
+
+_LANGUAGE_BY_NAME: Final = {lc.name: lc for lc in LanguageCode}
+
+
+@dataclass(slots=True)
+class RemotingCommand:
+    """One logical remoting command (request or response); ``body`` travels outside the header."""
+
+    code: int
+    opaque: int = 0
+    flag: int = 0
+    remark: str | None = None
+    ext_fields: dict[str, str] | None = None
+    body: bytes | memoryview | None = None
+    language: str = "JAVA"
+    version: int = CURRENT_VERSION
+    serialize_type: SerializeType = SerializeType.JSON
+
+    @property
+    def is_response(self) -> bool:
+        return bool(self.flag & RPC_TYPE_RESPONSE)
+
+    @property
+    def is_oneway(self) -> bool:
+        return bool(self.flag & RPC_ONEWAY)
+
+    def field(self, name: str) -> str | None:
+        if self.ext_fields is None:
+            return None
+        return self.ext_fields.get(name)
+
+    def response(self, code: int, remark: str | None = None,
+                 ext_fields: dict[str, str] | None = None,
+                 body: bytes | memoryview | None = None) -> RemotingCommand:
+        """The response to this request: same opaque and serialize type, our language/version."""
+        return RemotingCommand(code=code, opaque=self.opaque, flag=RPC_TYPE_RESPONSE, remark=remark,
+                               ext_fields={} if ext_fields is None else ext_fields, body=body,
+                               serialize_type=self.serialize_type)
+
+
+def make_request(code: int, ext_fields: dict[str, str] | None = None, body: bytes | None = None,
+                 oneway: bool = False, serialize_type: SerializeType = SerializeType.JSON,
+                 ) -> RemotingCommand:
+    return RemotingCommand(code=code, flag=RPC_ONEWAY if oneway else 0, ext_fields=ext_fields,
+                           body=body, serialize_type=serialize_type)
+
+
+# ---------------------------------------------------------------------------------------------
+# Declarations.  The per-frame code uses the struct.Struct objects derived from these layouts;
+# tests/codec/test_remoting.py proves both agree.
+
+FramePrefix = cs.Struct(
+    "length" / cs.Int32ub,          # bytes that follow this field: 4 + H + B
+    "header_word" / cs.Int32ub,     # serialize type << 24 | H
+)
+
+RocketMQHeaderFixed = cs.Struct(
+    "code" / cs.Int16sb,
+    "language" / cs.Int8ub,
+    "version" / cs.Int16sb,
+    "opaque" / cs.Int32sb,
+    "flag" / cs.Int32sb,
+)
+
+ExtFieldEntry = cs.Struct(
+    "key" / cs.PascalString(cs.Int16ub, "utf8"),
+    "value" / cs.PascalString(cs.Int32ub, "utf8"),
+)
+
+RocketMQHeader = cs.Struct(
+    "code" / cs.Int16sb,
+    "language" / cs.Int8ub,
+    "version" / cs.Int16sb,
+    "opaque" / cs.Int32sb,
+    "flag" / cs.Int32sb,
+    "remark" / cs.PascalString(cs.Int32ub, "utf8"),
+    "ext" / cs.Prefixed(cs.Int32ub, cs.GreedyRange(ExtFieldEntry)),
+)
+
+_PREFIX = struct.Struct(">II")
+_BIN_FIXED = struct.Struct(">hBhii")
+_INT32 = struct.Struct(">I")
+_INT16 = struct.Struct(">H")
+_PREFIX_SIZE: Final = _PREFIX.size
+_BIN_FIXED_SIZE: Final = _BIN_FIXED.size
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON header
+
+
+def _json_ext_value(value: object) -> str:
+    # fastjson fills Map<String,String> from JSON numbers and booleans by their text (C++ clients
+    # send numbers); anything else is a malformed header.
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)
+    raise ProtocolError(f"extFields value of type {type(value).__name__}")
+
+
+def _int_member(obj: dict, key: str, default: int | None = None) -> int:
+    value = obj.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, str) and value.lstrip("-").isdigit():
+            return int(value)
+        raise ProtocolError(f"JSON header member {key!r} is not an integer")
+    return value
+
+
+def decode_json_header(data: bytes | memoryview) -> RemotingCommand:
+    try:
+        obj = json.loads(bytes(data))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ProtocolError(f"malformed JSON header: {exc}") from None
+    if not isinstance(obj, dict):
+        raise ProtocolError("JSON header is not an object")
+    language = obj.get("language", "JAVA")
+    if isinstance(language, int) and not isinstance(language, bool):
+        try:
+            language = LanguageCode(language).name
+        except ValueError:
+            language = "OTHER"
+    elif not isinstance(language, str):
+        raise ProtocolError("JSON header member 'language' is neither a name nor a number")
+    remark = obj.get("remark")
+    if remark is not None and not isinstance(remark, str):
+        raise ProtocolError("JSON header member 'remark' is not a string")
+    raw_ext = obj.get("extFields")
+    ext: dict[str, str] | None
+    if raw_ext is None:
+        ext = None
+    elif isinstance(raw_ext, dict):
+        ext = {k: _json_ext_value(v) for k, v in raw_ext.items() if v is not None}
+    else:
+        raise ProtocolError("JSON header member 'extFields' is not an object")
+    return RemotingCommand(
+        code=_int_member(obj, "code"), opaque=_int_member(obj, "opaque", 0),
+        flag=_int_member(obj, "flag", 0), remark=remark, ext_fields=ext, language=language,
+        version=_int_member(obj, "version", 0), serialize_type=SerializeType.JSON)
+
+
+_json_encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def encode_json_header(cmd: RemotingCommand) -> bytes:
+    # fastjson's layout: keys sorted, compact, null members omitted, every extFields value a
+    # string (C++ and Go clients only read string values).
+    obj: dict[str, object] = {"code": cmd.code, "flag": cmd.flag, "language": cmd.language,
+                              "opaque": cmd.opaque, "serializeTypeCurrentRPC": "JSON",
+                              "version": cmd.version}
+    if cmd.remark is not None:
+        obj["remark"] = cmd.remark
+    if cmd.ext_fields is not None:
+        obj["extFields"] = cmd.ext_fields
+    return _json_encoder.encode(obj).encode("utf-8")
+
+
+# ---------------------------------------------------------------------------------------------
+# ROCKETMQ binary header
+
+
+def decode_rocketmq_header(data: bytes | memoryview) -> RemotingCommand:
+    view = memoryview(data)
+    size = len(view)
+    if size < _BIN_FIXED_SIZE + 8:
+        raise ProtocolError(f"ROCKETMQ header of {size} bytes is shorter than its fixed part")
+    code, language, version, opaque, flag = _BIN_FIXED.unpack_from(view, 0)
+    pos = _BIN_FIXED_SIZE
+    (remark_len,) = _INT32.unpack_from(view, pos)
+    pos += 4
+    if remark_len > size - pos - 4:
+        raise ProtocolError(f"remark length {remark_len} exceeds the header")
+    try:
+        remark = str(view[pos:pos + remark_len], "utf-8") if remark_len else None
+        pos += remark_len
+        (ext_len,) = _INT32.unpack_from(view, pos)
+        pos += 4
+        if ext_len != size - pos:
+            raise ProtocolError(f"extFields length {ext_len} does not match the header ({size - pos} left)")
+        ext: dict[str, str] | None = None
+        if ext_len:
+            ext = {}
+            end = pos + ext_len
+            while pos < end:
+                if len(ext) >= MAX_EXT_FIELDS:
+                    raise ProtocolError(f"more than {MAX_EXT_FIELDS} extFields entries")
+                if end - pos < 2:
+                    raise ProtocolError("truncated extFields key length")
+                (key_len,) = _INT16.unpack_from(view, pos)
+                pos += 2
+                if end - pos < key_len + 4:
+                    raise ProtocolError("extFields key overruns the header")
+                key = str(view[pos:pos + key_len], "utf-8")
+                pos += key_len
+                (val_len,) = _INT32.unpack_from(view, pos)
+                pos += 4
+                if val_len > end - pos:
+                    raise ProtocolError("extFields value overruns the header")
+                value = str(view[pos:pos + val_len], "utf-8")
+                pos += val_len
+                if key and value:   # Java decodes zero-length keys/values as null and drops them
+                    ext[key] = value
+    except UnicodeDecodeError as exc:
+        raise ProtocolError(f"ROCKETMQ header text is not UTF-8: {exc}") from None
+    try:
+        language_name = LanguageCode(language).name
+    except ValueError:
+        language_name = "OTHER"
+    return RemotingCommand(code=code, opaque=opaque, flag=flag, remark=remark, ext_fields=ext,
+                           language=language_name, version=version,
+                           serialize_type=SerializeType.ROCKETMQ)
+
+
+def encode_rocketmq_header(cmd: RemotingCommand) -> bytes:
+    parts = [_BIN_FIXED.pack(cmd.code, _LANGUAGE_BY_NAME.get(cmd.language, LanguageCode.OTHER),
+                             cmd.version, cmd.opaque, cmd.flag)]
+    remark = cmd.remark.encode("utf-8") if cmd.remark else b""
+    parts.append(_INT32.pack(len(remark)))
+    parts.append(remark)
+    ext_parts = []
+    if cmd.ext_fields:
+        for key, value in cmd.ext_fields.items():
+            if key is None or value is None:
+                continue
+            kb = key.encode("utf-8")
+            vb = value.encode("utf-8")
+            ext_parts.append(_INT16.pack(len(kb)))
+            ext_parts.append(kb)
+            ext_parts.append(_INT32.pack(len(vb)))
+            ext_parts.append(vb)
+    ext = b"".join(ext_parts)
+    parts.append(_INT32.pack(len(ext)))
+    parts.append(ext)
+    return b"".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# Frames
+
+
+def encode_command(cmd: RemotingCommand) -> bytes:
+    """The bytes of one frame carrying ``cmd`` in its own serialize type."""
+    if cmd.serialize_type is SerializeType.ROCKETMQ:
+        header = encode_rocketmq_header(cmd)
+    else:
+        header = encode_json_header(cmd)
+    body = cmd.body
+    body_len = len(body) if body is not None else 0
+    prefix = _PREFIX.pack(4 + len(header) + body_len, (int(cmd.serialize_type) << 24) | len(header))
+    if body_len:
+        return b"".join((prefix, header, body))
+    return prefix + header
+
+
+class _NeedData:
+    def __repr__(self) -> str:
+        return "NEED_DATA"
+
+
+NEED_DATA: Final = _NeedData()
+
+
+@dataclass
+class FrameDecoder:
+    """Incremental frame decoder: bytes in, ``RemotingCommand`` out (or ``NEED_DATA``).
+
+    After a ``ProtocolError`` the decoder is unusable; the caller closes the connection.
+    """
+
+    max_frame_bytes: int = MAX_FRAME_BYTES
+    _buffer: bytearray = field(default_factory=bytearray)
+    _pos: int = 0
+
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
+        if self._pos:
+            # Drop what was consumed before growing, so the buffer never holds dead frames.
+            del self._buffer[:self._pos]
+            self._pos = 0
+        self._buffer += data
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buffer) - self._pos
+
+    def next_frame(self) -> RemotingCommand | _NeedData:
+        buf = self._buffer
+        pos = self._pos
+        available = len(buf) - pos
+        if available < _PREFIX_SIZE:
+            if available >= 4:
+                self._check_length(_INT32.unpack_from(buf, pos)[0])
+            return NEED_DATA
+        length, header_word = _PREFIX.unpack_from(buf, pos)
+        self._check_length(length)
+        serialize_code = header_word >> 24
+        header_len = header_word & 0x00FFFFFF
+        if header_len > length - 4:
+            raise ProtocolError(f"header length {header_len} larger than the frame ({length - 4})")
+        if serialize_code not in (0, 1):
+            raise ProtocolError(f"unknown serialize type {serialize_code}")
+        if available < 4 + length:
+            return NEED_DATA
+        view = memoryview(buf)
+        try:
+            header_start = pos + _PREFIX_SIZE
+            header_end = header_start + header_len
+            if serialize_code == 0:
+                cmd = decode_json_header(view[header_start:header_end])
+            else:
+                cmd = decode_rocketmq_header(view[header_start:header_end])
+            body_end = pos + 4 + length
+            if body_end > header_end:
+                cmd.body = bytes(view[header_end:body_end])
+        finally:
+            view.release()
+        self._pos = pos + 4 + length
+        return cmd
+
+    def frames(self):
+        """Every complete frame buffered so far."""
+        while True:
+            cmd = self.next_frame()
+            if cmd is NEED_DATA:
+                return
+            yield cmd
+
+    def _check_length(self, length: int) -> None:
+        if length + 4 > self.max_frame_bytes:
+            raise ProtocolError(f"frame of {length + 4} bytes exceeds the limit of {self.max_frame_bytes}")
+        if length < 4:
+            raise ProtocolError(f"frame length {length} is shorter than the header-length word")

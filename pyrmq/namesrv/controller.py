@@ -1,0 +1,66 @@
+"""The NameServer role: its config, routing tables, KV store, remoting server and expiry scan."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import trio
+
+from pyrmq.namesrv.kv_config import KVConfigManager
+from pyrmq.namesrv.processor import build_processors
+from pyrmq.namesrv.route_info import RouteInfoManager
+from pyrmq.remoting.channel import Channel
+from pyrmq.remoting.server import RemotingServer
+
+log = logging.getLogger(__name__)
+
+# Java scans for silent brokers every 10 s after a 5 s initial delay.
+SCAN_INITIAL_DELAY_S = 5.0
+SCAN_INTERVAL_S = 10.0
+
+
+@dataclass
+class NamesrvConfig:
+    listen_port: int = 9876
+    bind_address: str = "0.0.0.0"
+    kv_config_path: str = field(default_factory=lambda: os.path.join(Path.home(), "namesrv", "kvConfig.json"))
+    order_message_enable: bool = False
+
+    def as_properties(self) -> dict[str, str]:
+        return {"listenPort": str(self.listen_port), "kvConfigPath": self.kv_config_path,
+                "orderMessageEnable": str(self.order_message_enable).lower()}
+
+
+class NamesrvController:
+    def __init__(self, config: NamesrvConfig) -> None:
+        self.config = config
+        self.route_info = RouteInfoManager()
+        self.kv_config = KVConfigManager(config.kv_config_path)
+        self.server = RemotingServer(build_processors(self), config.bind_address, config.listen_port,
+                                     name="namesrv", on_channel=self._on_channel)
+
+    def _on_channel(self, channel: Channel) -> None:
+        channel.on_close(self.route_info.on_channel_destroy)
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        self.kv_config.load()
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.server.serve)
+            nursery.start_soon(self._scan_loop)
+            log.info("NameServer ready on port %d", self.port)
+            task_status.started(self.port)
+
+    async def _scan_loop(self) -> None:
+        await trio.sleep(SCAN_INITIAL_DELAY_S)
+        while True:
+            for channel in self.route_info.scan_not_active_brokers():
+                if isinstance(channel, Channel):
+                    channel.close()
+            await trio.sleep(SCAN_INTERVAL_S)

@@ -1,0 +1,214 @@
+"""One TCP connection speaking remoting frames, shared by the server and the client side.
+
+A reader task decodes every complete frame of each receive before it awaits again; requests go to
+the dispatcher (which answers at once, later, or never for oneway), responses complete the
+outstanding request with the same opaque.  Outgoing frames are queued and written by one writer
+task, so a burst of responses leaves in a single ``send_all``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from typing import Callable, Final, Protocol
+
+import trio
+
+from pyrmq.codec.errors import ProtocolError
+from pyrmq.codec.remoting import (
+    MAX_FRAME_BYTES,
+    FrameDecoder,
+    RemotingCommand,
+    SerializeType,
+    encode_command,
+)
+
+log = logging.getLogger(__name__)
+
+# Bytes read per receive: large enough for a batch of small frames, small enough to keep the
+# decode step short.
+RECEIVE_CHUNK: Final = 256 * 1024
+# Stop reading from a peer that does not drain its responses once this much is queued for it.
+OUTBOUND_HIGH_WATER: Final = 32 * 1024 * 1024
+
+
+class RemotingTimeoutError(Exception):
+    """No response arrived within the timeout."""
+
+
+class ChannelClosedError(Exception):
+    """The connection closed before the response arrived."""
+
+
+class Dispatcher(Protocol):
+    def dispatch(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+        """Answer ``request`` now (return the response), or later via ``channel.send_response``."""
+
+
+class _PendingResponse:
+    __slots__ = ("event", "response")
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+        self.response: RemotingCommand | None = None
+
+
+_opaque_counter = itertools.count(1)
+
+
+class Channel:
+    """A connected peer.  ``send_*`` methods never block the caller on the network."""
+
+    def __init__(self, stream: trio.abc.Stream, remote_addr: str, local_addr: str = "",
+                 max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
+        self.stream = stream
+        self.remote_addr = remote_addr
+        self.local_addr = local_addr
+        self.max_frame_bytes = max_frame_bytes
+        self.closed = False
+        self.attributes: dict[str, object] = {}   # per-connection state of the roles
+        self._outbound: list[bytes] = []
+        self._outbound_bytes = 0
+        self._wake_writer = trio.Event()
+        self._drained = trio.Event()
+        self._pending: dict[int, _PendingResponse] = {}
+        self._close_callbacks: list[Callable[[Channel], None]] = []
+        self._closed_event = trio.Event()
+        # Server-initiated requests use JSON unless the peer spoke ROCKETMQ to us (C++ reads JSON only).
+        self.peer_serialize_type = SerializeType.JSON
+
+    def __repr__(self) -> str:
+        return f"<Channel {self.remote_addr}{' closed' if self.closed else ''}>"
+
+    # --- writing --------------------------------------------------------------------------
+
+    def send_response(self, response: RemotingCommand) -> None:
+        self._queue(encode_command(response))
+
+    def send_oneway(self, request: RemotingCommand) -> None:
+        request.flag |= 0x2
+        if not request.opaque:
+            request.opaque = next(_opaque_counter)
+        self._queue(encode_command(request))
+
+    async def invoke(self, request: RemotingCommand, timeout: float) -> RemotingCommand:
+        """Send a request on this connection and wait for its response."""
+        request.opaque = next(_opaque_counter)
+        pending = _PendingResponse()
+        self._pending[request.opaque] = pending
+        try:
+            self._queue(encode_command(request))
+            with trio.move_on_after(timeout):
+                await pending.event.wait()
+            if pending.response is None:
+                if self.closed:
+                    raise ChannelClosedError(f"connection to {self.remote_addr} closed")
+                raise RemotingTimeoutError(
+                    f"no response from {self.remote_addr} within {timeout:.1f}s (code {request.code})")
+            return pending.response
+        finally:
+            self._pending.pop(request.opaque, None)
+
+    def _queue(self, frame: bytes) -> None:
+        if self.closed:
+            return
+        self._outbound.append(frame)
+        self._outbound_bytes += len(frame)
+        self._wake_writer.set()
+
+    async def wait_writable(self) -> None:
+        while self._outbound_bytes > OUTBOUND_HIGH_WATER and not self.closed:
+            await self._drained.wait()
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    def on_close(self, callback: Callable[[Channel], None]) -> None:
+        self._close_callbacks.append(callback)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self._wake_writer.set()
+        self._drained.set()
+        self._closed_event.set()
+        for pending in self._pending.values():
+            pending.event.set()
+        for callback in self._close_callbacks:
+            try:
+                callback(self)
+            except Exception:  # a role's cleanup must not keep the others from running
+                log.exception("close callback failed for %s", self.remote_addr)
+
+    async def wait_closed(self) -> None:
+        await self._closed_event.wait()
+
+    async def run(self, dispatcher: Dispatcher | None) -> None:
+        """Read and write until the peer goes away or sends malformed bytes."""
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._writer)
+                await self._reader(dispatcher)
+                nursery.cancel_scope.cancel()
+        finally:
+            self.close()
+            with trio.CancelScope(shield=True):
+                with trio.move_on_after(1):
+                    await trio.aclose_forcefully(self.stream)
+
+    async def _writer(self) -> None:
+        while not self.closed:
+            await self._wake_writer.wait()
+            self._wake_writer = trio.Event()
+            if not self._outbound:
+                continue
+            frames = self._outbound
+            self._outbound = []
+            self._outbound_bytes = 0
+            try:
+                await self.stream.send_all(b"".join(frames) if len(frames) > 1 else frames[0])
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                log.debug("write to %s failed: %s", self.remote_addr, exc)
+                self.close()
+                return
+            self._drained.set()
+            self._drained = trio.Event()
+
+    async def _reader(self, dispatcher: Dispatcher | None) -> None:
+        decoder = FrameDecoder(max_frame_bytes=self.max_frame_bytes)
+        while not self.closed:
+            try:
+                data = await self.stream.receive_some(RECEIVE_CHUNK)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                log.debug("read from %s failed: %s", self.remote_addr, exc)
+                return
+            if not data:
+                if decoder.buffered:
+                    log.warning("closing connection from %s: truncated frame (%d bytes left at EOF)",
+                                self.remote_addr, decoder.buffered)
+                return
+            decoder.receive_data(data)
+            try:
+                for cmd in decoder.frames():
+                    self._handle(cmd, dispatcher)
+            except ProtocolError as exc:
+                log.warning("closing connection from %s: %s", self.remote_addr, exc)
+                return
+            if self._outbound_bytes > OUTBOUND_HIGH_WATER:
+                await self.wait_writable()
+
+    def _handle(self, cmd: RemotingCommand, dispatcher: Dispatcher | None) -> None:
+        if cmd.is_response:
+            pending = self._pending.get(cmd.opaque)
+            if pending is None:
+                log.debug("response with unknown opaque %d from %s dropped", cmd.opaque, self.remote_addr)
+                return
+            pending.response = cmd
+            pending.event.set()
+            return
+        self.peer_serialize_type = cmd.serialize_type
+        if dispatcher is None:
+            return
+        response = dispatcher.dispatch(self, cmd)
+        if response is not None and not cmd.is_oneway:
+            self.send_response(response)

@@ -1,0 +1,80 @@
+"""Remoting client: one connection per address, request/response by opaque, oneway requests.
+
+Used by the broker to talk to NameServers, by tests and by the bench tools.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from pyrmq.codec.remoting import RemotingCommand
+from pyrmq.remoting.channel import Channel, ChannelClosedError, Dispatcher
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 3.0
+
+
+def split_addr(addr: str) -> tuple[str, int]:
+    host, _, port = addr.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"bad address {addr!r}: expected host:port")
+    return host.strip("[]"), int(port)
+
+
+class RemotingClient:
+    """Keeps a channel per ``host:port``; must run inside ``async with RemotingClient(...)``."""
+
+    def __init__(self, dispatcher: Dispatcher | None = None) -> None:
+        self.dispatcher = dispatcher
+        self._channels: dict[str, Channel] = {}
+        self._locks: dict[str, trio.Lock] = {}
+        self._nursery: trio.Nursery | None = None
+        self._nursery_cm = None
+
+    async def __aenter__(self) -> RemotingClient:
+        self._nursery_cm = trio.open_nursery()
+        self._nursery = await self._nursery_cm.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info) -> bool | None:
+        self.close()
+        return await self._nursery_cm.__aexit__(*exc_info)
+
+    def close(self) -> None:
+        for channel in list(self._channels.values()):
+            channel.close()
+        self._channels.clear()
+        if self._nursery is not None:
+            self._nursery.cancel_scope.cancel()
+
+    async def channel(self, addr: str) -> Channel:
+        channel = self._channels.get(addr)
+        if channel is not None and not channel.closed:
+            return channel
+        lock = self._locks.setdefault(addr, trio.Lock())
+        async with lock:
+            channel = self._channels.get(addr)
+            if channel is not None and not channel.closed:
+                return channel
+            host, port = split_addr(addr)
+            with trio.fail_after(CONNECT_TIMEOUT_S):
+                stream = await trio.open_tcp_stream(host, port)
+            channel = Channel(stream, addr)
+            self._channels[addr] = channel
+            channel.on_close(lambda ch: self._channels.pop(addr, None) if self._channels.get(addr) is ch else None)
+            assert self._nursery is not None
+            self._nursery.start_soon(channel.run, self.dispatcher)
+            return channel
+
+    async def invoke(self, addr: str, request: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
+        channel = await self.channel(addr)
+        return await channel.invoke(request, timeout)
+
+    async def invoke_oneway(self, addr: str, request: RemotingCommand) -> None:
+        channel = await self.channel(addr)
+        if channel.closed:
+            raise ChannelClosedError(f"connection to {addr} closed")
+        channel.send_oneway(request)

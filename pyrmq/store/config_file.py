@@ -1,0 +1,66 @@
+"""Durable config files (topics.json, consumerOffset.json, ...): temp file, fsync, rename.
+
+Java's ``MixAll.string2File`` writes ``<file>.tmp``, keeps the previous content as ``<file>.bak``
+and renames; a loader falls back to ``.bak`` when the file is missing, empty or unreadable.  We do
+the same, adding the fsyncs Java leaves out, so an acknowledged change survives a power cut.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomically(path: str | os.PathLike, text: str) -> None:
+    """Replace ``path`` by ``text`` so that a crash leaves either the old or the new content."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    data = text.encode("utf-8")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if path.exists():
+        bak = path.with_name(path.name + ".bak")
+        try:
+            bak_tmp = path.with_name(path.name + ".bak.tmp")
+            bak_tmp.write_bytes(path.read_bytes())
+            os.replace(bak_tmp, bak)
+        except OSError as exc:   # the backup is a convenience; the new content still goes in
+            log.warning("could not keep a backup of %s: %s", path, exc)
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def read_with_backup(path: str | os.PathLike) -> list[tuple[Path, str]]:
+    """The candidate contents to load, best first: the file, then its ``.bak``."""
+    path = Path(path)
+    found = []
+    for candidate in (path, path.with_name(path.name + ".bak")):
+        try:
+            text = candidate.read_text("utf-8")
+        except FileNotFoundError:
+            continue
+        except (OSError, UnicodeDecodeError) as exc:
+            log.warning("cannot read %s: %s", candidate, exc)
+            continue
+        if text.strip():
+            found.append((candidate, text))
+    return found

@@ -1,0 +1,71 @@
+"""fastjson-compatible bodies: the verified examples of spec/remoting.md and store.md."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pyrmq.codec import fastjson
+from pyrmq.codec.errors import ProtocolError
+
+
+def test_integer_keys_unquoted():
+    route = {"brokerDatas": [{"brokerAddrs": {0: "192.168.0.10:10911", 1: "192.168.0.11:10911"},
+                              "brokerName": "broker-a", "cluster": "DefaultCluster"}],
+             "filterServerTable": {},
+             "queueDatas": [{"brokerName": "broker-a", "perm": 6, "readQueueNums": 4, "topicSysFlag": 0,
+                             "writeQueueNums": 4}]}
+    assert fastjson.dumps(route) == (
+        '{"brokerDatas":[{"brokerAddrs":{0:"192.168.0.10:10911",1:"192.168.0.11:10911"},"brokerName":"broker-a",'
+        '"cluster":"DefaultCluster"}],"filterServerTable":{},"queueDatas":[{"brokerName":"broker-a","perm":6,'
+        '"readQueueNums":4,"topicSysFlag":0,"writeQueueNums":4}]}')
+    assert fastjson.loads(fastjson.dumps(route)) == route
+
+
+def test_object_keys_and_doubles():
+    text = ('{"consumeTps":0.0,"offsetTable":{{"brokerName":"broker-a","queueId":0,"topic":"TopicTest"}:'
+            '{"brokerOffset":10,"consumerOffset":5,"lastTimestamp":1700000000000}}}')
+    parsed = fastjson.loads(text)
+    key = fastjson.ObjectKey.of({"brokerName": "broker-a", "queueId": 0, "topic": "TopicTest"})
+    assert parsed["offsetTable"][key]["consumerOffset"] == 5
+    assert fastjson.dumps(parsed) == text
+
+
+def test_consumer_offset_file_pretty_layout():
+    text = '{\n\t"offsetTable":{\n\t\t"%RETRY%group_a@group_a":{0:0\n\t\t},\n\t\t"TopicTest@group_a":{0:250,1:249\n\t\t}\n\t}\n}'
+    parsed = fastjson.loads(text)
+    assert parsed == {"offsetTable": {"%RETRY%group_a@group_a": {0: 0}, "TopicTest@group_a": {0: 250, 1: 249}}}
+    assert fastjson.dumps_pretty(parsed) == text
+
+
+def test_null_members_omitted_and_keys_sorted():
+    assert fastjson.dumps({"b": 1, "a": None, "c": [1, None]}) == '{"b":1,"c":[1,null]}'
+
+
+@pytest.mark.parametrize("bad", ['{"a":', '{0 1}', '[1,', '{"a":1}}', '"\\x"', "{" * 100 + "}" * 100, '{"a":tru}'])
+def test_malformed_bodies(bad):
+    with pytest.raises(ProtocolError):
+        fastjson.loads(bad)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1) | st.text(max_size=10),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(st.text(max_size=5), children, max_size=4)
+    | st.dictionaries(st.integers(0, 100), children, max_size=4),
+    max_leaves=20)
+
+
+def _drop_none_members(value):
+    if isinstance(value, dict):
+        return {k: _drop_none_members(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_drop_none_members(v) for v in value]
+    return value
+
+
+@given(json_values)
+def test_round_trip(value):
+    assert fastjson.loads(fastjson.dumps(value)) == _drop_none_members(value)
+    assert fastjson.loads(fastjson.dumps_pretty(value)) == _drop_none_members(value)
