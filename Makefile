@@ -1,0 +1,27 @@
+# The two commands of the README: `make standalone` and `make test`.
+# Both create the virtualenv and install what they need on first use.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: standalone test bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -U pip
+	$(PY) -m pip install -q -e ".[test]"
+	touch $@
+
+standalone: $(VENV)/.installed
+	$(PY) -m pyrmq standalone -c conf/standalone.conf --namesrv-port 9876
+
+test: $(VENV)/.installed
+	bash scripts/ensure-toolchains
+	$(PY) -m pytest
+
+bench: $(VENV)/.installed
+	$(PY) bench/send_pull.py
+
+clean:
+	rm -rf $(VENV) .pyrmq compat_tests/.cache compat_tests/java/target
