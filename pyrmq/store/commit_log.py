@@ -1,0 +1,276 @@
+"""The CommitLog: appends stored message records to mmap'd files (store.md §2).
+
+Appends run on one thread (the broker's event loop); :meth:`CommitLog.flush` may run on a
+worker thread at the same time (see :mod:`pyrmq.store.mapped_file_queue`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from pyrmq.codec.message import (
+    BLANK_MAGIC_CODE,
+    BLANK_RECORD,
+    END_FILE_MIN_BLANK_LENGTH,
+    MessageFormatError,
+    MessageSysFlag,
+    PROPERTY_SEPARATOR,
+    create_offset_msg_id,
+    decode_batch,
+    encode_topic_tail,
+    host_to_bytes,
+    pickup_store_timestamp,
+    prepare_record,
+    string_to_properties,
+    tags_string_to_tags_code,
+    write_prepared_record,
+)
+from pyrmq.codec.message import MessageConst
+from pyrmq.store.mapped_file_queue import MappedFileQueue
+from pyrmq.store.model import (
+    AppendMessageResult,
+    MessageExtBatch,
+    MessageExtBrokerInner,
+    MessageStoreConfig,
+    PutMessageStatus,
+)
+
+log = logging.getLogger(__name__)
+
+# 4.9.8 and 5.x encoders accept a whole record of up to maxMessageSize plus this much
+# (topic, properties and the fixed fields around a maximal body)
+RECORD_OVERHEAD_ALLOWANCE = 64 * 1024
+
+_TRANSACTION_MASK = MessageSysFlag.TRANSACTION_MASK
+_NO_QUEUE_OFFSET_TYPES = (
+    MessageSysFlag.TRANSACTION_PREPARED_TYPE,
+    MessageSysFlag.TRANSACTION_ROLLBACK_TYPE,
+)
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(slots=True)
+class Dispatch:
+    """What the store needs to build a consume-queue unit for one appended record."""
+
+    topic: str
+    queue_id: int
+    commit_log_offset: int
+    size: int
+    tags_code: int
+    queue_offset: int
+    sys_flag: int
+    store_timestamp: int
+    properties: str
+
+
+class AppendError(Exception):
+    def __init__(self, status: PutMessageStatus, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+
+
+class CommitLog:
+    def __init__(self, config: MessageStoreConfig) -> None:
+        self.config = config
+        self.mapped_file_queue = MappedFileQueue(config.commit_log_dir(),
+                                                 config.mapped_file_size_commit_log)
+        # next queue offset per "topic-queueId" (store.md §2.2), rebuilt from the CQs at start
+        self.topic_queue_table: dict[str, int] = {}
+        self._max_record_size = min(
+            config.max_message_size + RECORD_OVERHEAD_ALLOWANCE,
+            config.mapped_file_size_commit_log - END_FILE_MIN_BLANK_LENGTH,
+        )
+        self._store_ip_cache: dict[str, bytes] = {}
+
+    # ------------------------------------------------------------------ state
+
+    def load(self) -> None:
+        self.mapped_file_queue.load()
+
+    @property
+    def max_offset(self) -> int:
+        return self.mapped_file_queue.max_offset()
+
+    @property
+    def min_offset(self) -> int:
+        return self.mapped_file_queue.min_offset()
+
+    @property
+    def flushed_where(self) -> int:
+        return self.mapped_file_queue.flushed_where
+
+    @property
+    def flushed_store_timestamp(self) -> int:
+        return self.mapped_file_queue.flushed_store_timestamp
+
+    def roll_next_file(self, offset: int) -> int:
+        return self.mapped_file_queue.roll_next_file(offset)
+
+    def flush(self, least_pages: int = 0) -> int:
+        """Sync appended data to disk; thread-safe against appends. Returns flushed-where."""
+        return self.mapped_file_queue.flush(least_pages)
+
+    def close(self) -> None:
+        self.mapped_file_queue.close()
+
+    # ------------------------------------------------------------------ reads
+
+    def get_data(self, offset: int, size: int) -> memoryview | None:
+        """``size`` bytes of written data at ``offset`` (within one file), or None."""
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(offset)
+        if mf is None or size < 0:
+            return None
+        return mf.select(offset - mf.file_from_offset, size)
+
+    get_message = get_data
+
+    def get_data_to_end_of_file(self, offset: int) -> memoryview | None:
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(offset)
+        if mf is None:
+            return None
+        return mf.select(offset - mf.file_from_offset)
+
+    def pickup_store_timestamp(self, offset: int, size: int) -> int:
+        """STORETIMESTAMP of the record at ``offset``; -1 when it is not readable."""
+        if offset < self.min_offset or size < 64:
+            return -1
+        view = self.get_data(offset, size)
+        if view is None:
+            return -1
+        return pickup_store_timestamp(view)
+
+    # ------------------------------------------------------------------ appends
+
+    def _store_ip(self, host: str) -> bytes:
+        ip = self._store_ip_cache.get(host)
+        if ip is None:
+            ip = self._store_ip_cache[host] = host_to_bytes(host)
+        return ip
+
+    def _writable_file(self, size: int):
+        """The file to write ``size`` bytes to, after closing the current one with a blank record."""
+        mfq = self.mapped_file_queue
+        try:
+            mf = mfq.get_last_mapped_file(0)
+            if mf.wrote_position + size + END_FILE_MIN_BLANK_LENGTH > mf.file_size:
+                pos = mf.wrote_position
+                max_blank = mf.file_size - pos
+                BLANK_RECORD.pack_into(mf.mm, pos, max_blank, BLANK_MAGIC_CODE)
+                mf.wrote_position = mf.file_size  # the whole rest is declared written
+                mfq.commit(mf.file_from_offset + mf.file_size)
+                mf = mfq.get_last_mapped_file(0)
+        except OSError as e:
+            log.error("cannot create a commit log file: %s", e)
+            raise AppendError(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, str(e)) from e
+        return mf
+
+    def append_message(self, msg: MessageExtBrokerInner) -> tuple[AppendMessageResult, Dispatch | None]:
+        """Append one record; returns the result and (unless PREPARED/ROLLBACK) its dispatch."""
+        try:
+            r = prepare_record(
+                topic=msg.topic, queue_id=msg.queue_id, flag=msg.flag, body=msg.body,
+                properties=msg.properties_string, sys_flag=msg.sys_flag,
+                born_timestamp=msg.born_timestamp, born_host=msg.born_host,
+                store_host=msg.store_host, reconsume_times=msg.reconsume_times,
+                prepared_transaction_offset=msg.prepared_transaction_offset,
+                store_ip=self._store_ip(msg.store_host[0]),
+            )
+        except (MessageFormatError, OSError, ValueError) as e:
+            raise AppendError(PutMessageStatus.MESSAGE_ILLEGAL, str(e)) from e
+        size = r.total_size
+        if size > self._max_record_size:
+            raise AppendError(PutMessageStatus.MESSAGE_ILLEGAL,
+                              f"message record of {size} bytes exceeds {self._max_record_size}")
+        key = f"{msg.topic}-{msg.queue_id}"
+        table = self.topic_queue_table
+        tran_type = r.sys_flag & _TRANSACTION_MASK
+        counts = tran_type not in _NO_QUEUE_OFFSET_TYPES
+        queue_offset = table.get(key, 0) if counts else 0
+
+        mf = self._writable_file(size)
+        pos = mf.wrote_position
+        wrote_offset = mf.file_from_offset + pos
+        store_timestamp = now_ms()
+        write_prepared_record(mf.mm, pos, r, queue_offset, wrote_offset, store_timestamp)
+        mf.wrote_position = pos + size
+        self.mapped_file_queue.commit(wrote_offset + size, store_timestamp)
+        if counts:
+            table[key] = queue_offset + 1
+        result = AppendMessageResult(
+            wrote_offset=wrote_offset, wrote_bytes=size,
+            msg_id=create_offset_msg_id(r.store_ip, r.store_port, wrote_offset),
+            store_timestamp=store_timestamp, logics_offset=queue_offset,
+        )
+        dispatch = None
+        if tran_type in (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE):
+            dispatch = Dispatch(msg.topic, msg.queue_id, wrote_offset, size, msg.tags_code,
+                                queue_offset, r.sys_flag, store_timestamp, msg.properties_string)
+        return result, dispatch
+
+    def append_batch(self, batch: MessageExtBatch) -> tuple[AppendMessageResult, list[Dispatch]]:
+        """Append each batch entry as its own record, consecutive queue offsets (message.md §5)."""
+        try:
+            entries = decode_batch(batch.body)
+        except MessageFormatError as e:
+            raise AppendError(PutMessageStatus.MESSAGE_ILLEGAL, f"bad batch body: {e}") from e
+        if not entries:
+            raise AppendError(PutMessageStatus.MESSAGE_ILLEGAL, "empty batch")
+        topic_bytes = batch.topic.encode()
+        batch_props = batch.properties_string
+        store_ip = self._store_ip(batch.store_host[0])
+        prepared = []
+        try:
+            for e in entries:
+                props = e.properties
+                if props and not props.endswith(PROPERTY_SEPARATOR):
+                    props += PROPERTY_SEPARATOR
+                props += batch_props
+                r = prepare_record(
+                    topic=batch.topic, queue_id=batch.queue_id, flag=e.flag, body=e.body,
+                    properties=props, sys_flag=batch.sys_flag,
+                    born_timestamp=batch.born_timestamp, born_host=batch.born_host,
+                    store_host=batch.store_host, reconsume_times=batch.reconsume_times,
+                    prepared_transaction_offset=0, store_ip=store_ip,
+                    tail=encode_topic_tail(topic_bytes, props.encode()),
+                )
+                tags = string_to_properties(e.properties).get(MessageConst.PROPERTY_TAGS)
+                prepared.append((r, props, tags_string_to_tags_code(tags)))
+        except (MessageFormatError, OSError, ValueError) as e:
+            raise AppendError(PutMessageStatus.MESSAGE_ILLEGAL, str(e)) from e
+        total = sum(r.total_size for r, _, _ in prepared)
+        if total > self.config.mapped_file_size_commit_log - END_FILE_MIN_BLANK_LENGTH or any(
+            r.total_size > self._max_record_size for r, _, _ in prepared
+        ):
+            raise AppendError(PutMessageStatus.MESSAGE_ILLEGAL, f"batch of {total} bytes too large")
+
+        key = f"{batch.topic}-{batch.queue_id}"
+        first_queue_offset = self.topic_queue_table.get(key, 0)
+        mf = self._writable_file(total)  # the whole batch goes into one file
+        pos = mf.wrote_position
+        begin = mf.file_from_offset + pos
+        store_timestamp = now_ms()
+        dispatches = []
+        msg_ids = []
+        offset = begin
+        for i, (r, props, tags_code) in enumerate(prepared):
+            size = write_prepared_record(mf.mm, pos, r, first_queue_offset + i, offset, store_timestamp)
+            dispatches.append(Dispatch(batch.topic, batch.queue_id, offset, size, tags_code,
+                                       first_queue_offset + i, r.sys_flag, store_timestamp, props))
+            msg_ids.append(create_offset_msg_id(store_ip, r.store_port, offset))
+            pos += size
+            offset += size
+        mf.wrote_position = pos
+        self.mapped_file_queue.commit(offset, store_timestamp)
+        self.topic_queue_table[key] = first_queue_offset + len(prepared)
+        result = AppendMessageResult(
+            wrote_offset=begin, wrote_bytes=total, msg_id=",".join(msg_ids),
+            store_timestamp=store_timestamp, logics_offset=first_queue_offset,
+            msg_num=len(prepared),
+        )
+        return result, dispatches

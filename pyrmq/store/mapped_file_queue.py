@@ -1,0 +1,213 @@
+"""A directory of consecutive MappedFiles forming one logical byte space (CommitLog or a CQ).
+
+Threading: everything runs on the caller's (event-loop) thread except :meth:`flush`, which
+the broker runs from a worker thread. Writers publish how far the data is complete with
+:meth:`commit`; ``flush`` captures that position and the file list under ``_lock``, syncs
+outside the lock, then publishes ``flushed_where``. ``close`` waits for a running flush.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+from pyrmq.store.mapped_file import FILE_NAME_DIGITS, OS_PAGE_SIZE, MappedFile, offset_to_file_name
+from pyrmq.store.model import StoreError
+
+log = logging.getLogger(__name__)
+
+
+class MappedFileQueue:
+    def __init__(self, store_path: str, mapped_file_size: int) -> None:
+        if mapped_file_size <= 0:
+            raise ValueError("mapped file size must be positive")
+        self.store_path = store_path
+        self.mapped_file_size = mapped_file_size
+        self.mapped_files: list[MappedFile] = []
+        self._lock = threading.Lock()
+        self._flush_lock = threading.Lock()
+        self._committed_where = 0
+        self._committed_store_timestamp = 0
+        self._flushed_where = 0
+        self.flushed_store_timestamp = 0  # store time of the last flushed record (checkpoint)
+
+    # ------------------------------------------------------------------ files
+
+    def load(self) -> None:
+        """Map every existing file (sorted by name); sizes must equal the configured size."""
+        if not os.path.isdir(self.store_path):
+            return
+        names = sorted(
+            n for n in os.listdir(self.store_path) if len(n) == FILE_NAME_DIGITS and n.isdigit()
+        )
+        files = []
+        try:
+            for name in names:
+                mf = MappedFile(os.path.join(self.store_path, name), self.mapped_file_size)
+                # like Java: assume full until recovery finds the real end
+                mf.wrote_position = mf.flushed_position = self.mapped_file_size
+                files.append(mf)
+        except BaseException:
+            for mf in files:
+                mf.close()
+            raise
+        for prev, nxt in zip(files, files[1:]):
+            if nxt.file_from_offset != prev.file_from_offset + self.mapped_file_size:
+                for mf in files:
+                    mf.close()
+                raise StoreError(f"{self.store_path}: files {prev.file_name} and {nxt.file_name} "
+                                 "are not consecutive")
+        with self._lock:
+            self.mapped_files = files
+
+    def first_mapped_file(self) -> MappedFile | None:
+        files = self.mapped_files
+        return files[0] if files else None
+
+    def last_mapped_file(self) -> MappedFile | None:
+        files = self.mapped_files
+        return files[-1] if files else None
+
+    def get_last_mapped_file(self, start_offset: int = 0, need_create: bool = True) -> MappedFile | None:
+        """The file to write to: the last one, or a new one if there is none or it is full."""
+        last = self.last_mapped_file()
+        if last is not None and not last.is_full():
+            return last
+        if not need_create:
+            return last
+        if last is None:
+            create_offset = start_offset - start_offset % self.mapped_file_size
+        else:
+            create_offset = last.file_from_offset + self.mapped_file_size
+        return self._create(create_offset, first_in_queue=last is None)
+
+    def _create(self, offset: int, first_in_queue: bool) -> MappedFile:
+        os.makedirs(self.store_path, exist_ok=True)
+        mf = MappedFile(os.path.join(self.store_path, offset_to_file_name(offset)),
+                        self.mapped_file_size, create=True)
+        mf.first_create_in_queue = first_in_queue
+        with self._lock:
+            self.mapped_files = self.mapped_files + [mf]
+        return mf
+
+    def find_mapped_file_by_offset(self, offset: int) -> MappedFile | None:
+        files = self.mapped_files
+        if not files:
+            return None
+        first = files[0]
+        index = (offset - first.file_from_offset) // self.mapped_file_size
+        if 0 <= index < len(files):
+            mf = files[index]
+            if mf.file_from_offset <= offset < mf.file_from_offset + self.mapped_file_size:
+                return mf
+        return None
+
+    def min_offset(self) -> int:
+        first = self.first_mapped_file()
+        return first.file_from_offset if first is not None else -1
+
+    def max_offset(self) -> int:
+        last = self.last_mapped_file()
+        return last.file_from_offset + last.wrote_position if last is not None else 0
+
+    def roll_next_file(self, offset: int) -> int:
+        return offset + self.mapped_file_size - offset % self.mapped_file_size
+
+    # ------------------------------------------------------------------ positions
+
+    def commit(self, where: int, store_timestamp: int = 0) -> None:
+        """Publish that all bytes below ``where`` are completely written (flush target)."""
+        with self._lock:
+            self._committed_where = where
+            if store_timestamp:
+                self._committed_store_timestamp = store_timestamp
+
+    @property
+    def committed_where(self) -> int:
+        return self._committed_where
+
+    @property
+    def flushed_where(self) -> int:
+        return self._flushed_where
+
+    def set_positions(self, where: int) -> None:
+        """Set committed and flushed positions (recovery)."""
+        with self._lock:
+            self._committed_where = where
+            self._flushed_where = where
+
+    def flush(self, least_pages: int = 0) -> int:
+        """Sync files up to the committed position; returns the flushed position.
+
+        With ``least_pages > 0`` nothing happens unless that many pages are dirty (or a full
+        file is waiting). Safe to call from a worker thread while another thread appends.
+        """
+        with self._flush_lock:
+            with self._lock:
+                target = self._committed_where
+                target_ts = self._committed_store_timestamp
+                flushed = self._flushed_where
+                files = self.mapped_files
+            if target <= flushed:
+                return flushed
+            size = self.mapped_file_size
+            if least_pages > 0:
+                dirty_pages = target // OS_PAGE_SIZE - flushed // OS_PAGE_SIZE
+                same_file = target // size == flushed // size
+                if dirty_pages < least_pages and same_file:
+                    return flushed
+            todo = [mf for mf in files
+                    if mf.file_from_offset + size > flushed and mf.file_from_offset < target]
+            for mf in todo:
+                mf.sync()
+                mf.flushed_position = min(size, target - mf.file_from_offset)
+            with self._lock:
+                if target > self._flushed_where:
+                    self._flushed_where = target
+                    if target_ts:
+                        self.flushed_store_timestamp = target_ts
+            return target
+
+    def truncate_dirty_files(self, offset: int, clean_run: int) -> None:
+        """Forget everything at or after ``offset``: zero the tail of its file, delete later files."""
+        keep = []
+        for mf in self.mapped_files:
+            tail = mf.file_from_offset + self.mapped_file_size
+            if tail <= offset:
+                keep.append(mf)
+            elif mf.file_from_offset <= offset:
+                pos = offset - mf.file_from_offset
+                mf.zero_dirty_tail(pos, clean_run)
+                mf.wrote_position = mf.flushed_position = pos
+                keep.append(mf)
+            else:
+                log.info("deleting dirty store file %s (beyond %d)", mf.path, offset)
+                mf.destroy()
+        with self._lock:
+            self.mapped_files = keep
+        self.set_positions(offset)
+
+    def delete_last_mapped_file(self) -> None:
+        last = self.last_mapped_file()
+        if last is not None:
+            with self._flush_lock, self._lock:
+                self.mapped_files = self.mapped_files[:-1]
+            last.destroy()
+
+    def close(self) -> None:
+        with self._flush_lock:
+            for mf in self.mapped_files:
+                mf.close()
+
+    def destroy(self) -> None:
+        with self._flush_lock:
+            for mf in self.mapped_files:
+                mf.destroy()
+            with self._lock:
+                self.mapped_files = []
+            self._committed_where = self._flushed_where = 0
+        try:
+            os.rmdir(self.store_path)
+        except OSError:
+            pass

@@ -1,0 +1,148 @@
+"""Values the store exchanges with the broker: config, put/get results, messages to put.
+
+Re-exported by :mod:`pyrmq.store.message_store`; kept apart so the lower store modules
+(commit_log, consume_queue, recovery) can use them without importing the facade.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+class FlushDiskType(enum.Enum):
+    ASYNC_FLUSH = "ASYNC_FLUSH"
+    SYNC_FLUSH = "SYNC_FLUSH"
+
+
+@dataclass
+class MessageStoreConfig:
+    """Store settings; snake_case of Apache RocketMQ's MessageStoreConfig keys."""
+
+    store_path_root_dir: str
+    store_path_commit_log: str | None = None  # default <root>/commitlog
+    mapped_file_size_commit_log: int = 1024 * 1024 * 1024
+    mapped_file_size_consume_queue: int = 300_000 * 20
+    flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
+    flush_interval_commit_log: int = 500
+    flush_commit_log_least_pages: int = 4
+    flush_commit_log_thorough_interval: int = 10_000
+    sync_flush_timeout: int = 5000
+    flush_interval_consume_queue: int = 1000
+    flush_consume_queue_least_pages: int = 2
+    max_message_size: int = 4 * 1024 * 1024
+    check_crc_on_recover: bool = True
+    max_transfer_bytes_on_message_in_memory: int = 256 * 1024
+    max_transfer_count_on_message_in_memory: int = 32
+    max_transfer_bytes_on_message_in_disk: int = 64 * 1024
+    max_transfer_count_on_message_in_disk: int = 8
+    access_message_in_memory_max_ratio: int = 40
+
+    def commit_log_dir(self) -> str:
+        return self.store_path_commit_log or os.path.join(self.store_path_root_dir, "commitlog")
+
+    def consume_queue_dir(self) -> str:
+        return os.path.join(self.store_path_root_dir, "consumequeue")
+
+    def checkpoint_path(self) -> str:
+        return os.path.join(self.store_path_root_dir, "checkpoint")
+
+    def abort_path(self) -> str:
+        return os.path.join(self.store_path_root_dir, "abort")
+
+    def lock_path(self) -> str:
+        return os.path.join(self.store_path_root_dir, "lock")
+
+
+class PutMessageStatus(enum.Enum):
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+    CREATE_MAPPED_FILE_FAILED = "CREATE_MAPPED_FILE_FAILED"
+    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
+    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    OS_PAGECACHE_BUSY = "OS_PAGECACHE_BUSY"
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
+
+
+class GetMessageStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+
+@dataclass(slots=True)
+class MessageExtBrokerInner:
+    """A message as the broker hands it to the store.
+
+    ``tags_code`` must be ``tags_string_to_tags_code(TAGS)`` (the value recovery recomputes).
+    """
+
+    topic: str
+    queue_id: int
+    flag: int
+    body: bytes
+    properties_string: str
+    sys_flag: int
+    born_timestamp: int
+    born_host: tuple[str, int]
+    store_host: tuple[str, int]
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+    tags_code: int = 0
+
+
+@dataclass(slots=True)
+class MessageExtBatch(MessageExtBrokerInner):
+    """``body`` is an encoded batch (message.md §5); ``properties_string`` the batch-level props."""
+
+
+@dataclass(slots=True)
+class AppendMessageResult:
+    wrote_offset: int
+    wrote_bytes: int
+    msg_id: str  # comma-joined offset msgIds for a batch
+    store_timestamp: int
+    logics_offset: int  # queue offset of the (first) message
+    msg_num: int = 1
+
+
+@dataclass(slots=True)
+class PutMessageResult:
+    status: PutMessageStatus
+    append_result: AppendMessageResult | None = None
+
+    def is_ok(self) -> bool:
+        return self.status is PutMessageStatus.PUT_OK
+
+
+class MessageFilter(Protocol):
+    def is_matched_by_consume_queue(self, tags_code: int) -> bool: ...
+
+    def is_matched_by_commit_log(self, record: memoryview) -> bool: ...
+
+
+@dataclass(slots=True)
+class GetMessageResult:
+    status: GetMessageStatus
+    next_begin_offset: int = 0
+    min_offset: int = 0
+    max_offset: int = 0
+    buffers: list[memoryview] = field(default_factory=list)
+    message_count: int = 0
+    buffer_total_size: int = 0
+    suggest_pulling_from_slave: bool = False
+
+
+class StoreError(Exception):
+    """The store directory cannot be used (wrong file sizes, already locked, ...)."""

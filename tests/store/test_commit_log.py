@@ -1,0 +1,192 @@
+"""CommitLog appends: byte layout on disk, blank record roll-over, batches, transactions."""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+import zlib
+
+from pyrmq.codec.message import (
+    BLANK_MAGIC_CODE,
+    MAGIC_CODE_V1,
+    BatchEntry,
+    MessageSysFlag,
+    create_offset_msg_id,
+    decode_message,
+    decode_messages,
+    encode_batch,
+    string_to_properties,
+    tags_string_to_tags_code,
+)
+from pyrmq.store.model import GetMessageStatus, PutMessageStatus
+from store_helpers import STORE_HOST, make_batch, make_msg
+
+
+def test_record_on_disk_matches_documented_offsets(store, config):
+    msg = make_msg(body=b"payload", queue_id=2)
+    res = store.put_message(msg)
+    assert res.is_ok()
+    ar = res.append_result
+    path = os.path.join(config.commit_log_dir(), "00000000000000000000")
+    data = open(path, "rb").read()  # page cache shows mmap writes
+    rec = data[: ar.wrote_bytes]
+    props = msg.properties_string.encode()
+    assert ar.wrote_bytes == 91 + 7 + len("TopicTest") + len(props)
+    assert struct.unpack_from(">i", rec, 0)[0] == ar.wrote_bytes
+    assert struct.unpack_from(">i", rec, 4)[0] == MAGIC_CODE_V1
+    assert struct.unpack_from(">i", rec, 8)[0] == zlib.crc32(b"payload") & 0x7FFFFFFF
+    assert struct.unpack_from(">i", rec, 12)[0] == 2
+    assert struct.unpack_from(">q", rec, 20)[0] == 0  # queue offset
+    assert struct.unpack_from(">q", rec, 28)[0] == 0  # physical offset
+    assert rec[48:52] == bytes([192, 168, 1, 7]) and struct.unpack_from(">i", rec, 52)[0] == 50000
+    assert struct.unpack_from(">q", rec, 56)[0] == ar.store_timestamp
+    assert rec[64:68] == bytes([10, 0, 0, 1]) and struct.unpack_from(">i", rec, 68)[0] == 10911
+    assert struct.unpack_from(">i", rec, 84)[0] == 7 and rec[88:95] == b"payload"
+    assert rec[95] == 9 and rec[96:105] == b"TopicTest"
+    assert struct.unpack_from(">h", rec, 105)[0] == len(props) and rec[107:] == props
+    assert ar.msg_id == create_offset_msg_id(bytes([10, 0, 0, 1]), 10911, 0)
+    assert data[ar.wrote_bytes:] == bytes(len(data) - ar.wrote_bytes)
+
+
+def test_roll_over_writes_a_blank_record(store, config):
+    offsets = []
+    for i in range(40):
+        r = store.put_message(make_msg(body=bytes([i]) * 150))
+        assert r.is_ok()
+        offsets.append((r.append_result.wrote_offset, r.append_result.wrote_bytes))
+    files = sorted(os.listdir(config.commit_log_dir()))
+    assert files[:3] == ["00000000000000000000", "00000000000000004096", "00000000000000008192"]
+    size = offsets[0][1]
+    per_file = (4096 - 8) // size  # a record must leave room for the 8-byte blank header
+    assert offsets[per_file][0] == 4096
+    last_end = per_file * size
+    first = open(os.path.join(config.commit_log_dir(), files[0]), "rb").read()
+    assert struct.unpack_from(">ii", first, last_end) == (4096 - last_end, BLANK_MAGIC_CODE)
+    for off, sz in offsets:  # no record spans files
+        assert off // 4096 == (off + sz - 1) // 4096
+    cl = store.commit_log
+    msgs = [decode_message(cl.get_data(off, sz))[0] for off, sz in offsets]
+    assert [m.queue_offset for m in msgs] == list(range(40))
+    assert [m.commit_log_offset for m in msgs] == [o for o, _ in offsets]
+    assert store.get_max_phy_offset() == offsets[-1][0] + offsets[-1][1]
+    assert store.get_min_phy_offset() == 0
+
+
+def test_blank_rule_boundary(tmp_path):
+    from store_helpers import open_store, small_config
+    s = open_store(small_config(tmp_path, mapped_file_size_commit_log=1024))
+    try:
+        base = s.put_message(make_msg(body=b"")).append_result.wrote_bytes
+        # record + 8-byte blank header == bytes left: accepted
+        r1 = s.put_message(make_msg(body=b"y" * (1024 - 2 * base - 8)))
+        assert r1.append_result.wrote_offset == base
+        assert r1.append_result.wrote_offset + r1.append_result.wrote_bytes == 1024 - 8
+        r2 = s.put_message(make_msg(body=b""))
+        assert r2.append_result.wrote_offset == 1024
+        assert struct.unpack(">ii", bytes(s.commit_log.get_data(1016, 8))) == (8, BLANK_MAGIC_CODE)
+        # one byte more than that: goes to the next file
+        r3 = s.put_message(make_msg(body=b"z" * (1024 - 2 * base - 8 + 1)))
+        assert r3.append_result.wrote_offset == 2048
+        assert struct.unpack(">ii", bytes(s.commit_log.get_data(1024 + base, 8))) == (
+            1024 - base, BLANK_MAGIC_CODE)
+        assert [m.queue_offset for m in decode_messages(s.commit_log.get_data(0, 1016))] == [0, 1]
+    finally:
+        s.shutdown()
+
+
+def test_queue_offsets_per_topic_queue(store):
+    for i in range(3):
+        assert store.put_message(make_msg(queue_id=0)).append_result.logics_offset == i
+    assert store.put_message(make_msg(queue_id=1)).append_result.logics_offset == 0
+    assert store.put_message(make_msg(topic="Other")).append_result.logics_offset == 0
+    assert store.commit_log.topic_queue_table == {"TopicTest-0": 3, "TopicTest-1": 1, "Other-0": 1}
+
+
+def test_prepared_and_rollback_do_not_advance_or_dispatch(store):
+    store.put_message(make_msg())
+    for t in (MessageSysFlag.TRANSACTION_PREPARED_TYPE, MessageSysFlag.TRANSACTION_ROLLBACK_TYPE):
+        r = store.put_message(make_msg(sys_flag=t))
+        assert r.is_ok() and r.append_result.logics_offset == 0
+        msg = store.look_message_by_offset(r.append_result.wrote_offset)
+        assert msg.queue_offset == 0 and MessageSysFlag.transaction_value(msg.sys_flag) == t
+    r = store.put_message(make_msg(sys_flag=MessageSysFlag.TRANSACTION_COMMIT_TYPE,
+                                   prepared_transaction_offset=77))
+    assert r.append_result.logics_offset == 1
+    assert store.get_max_offset_in_queue("TopicTest", 0) == 2
+    assert store.look_message_by_offset(r.append_result.wrote_offset).prepared_transaction_offset == 77
+
+
+def test_batch_each_entry_is_a_record(store):
+    entries = [BatchEntry(i, f"body{i}".encode(), f"TAGS\x01t{i}\x02UNIQ_KEY\x01U{i}") for i in range(5)]
+    store.put_message(make_msg())
+    r = store.put_messages(make_batch(encode_batch(entries)))
+    assert r.is_ok()
+    ar = r.append_result
+    assert ar.msg_num == 5 and ar.logics_offset == 1
+    ids = ar.msg_id.split(",")
+    assert len(ids) == 5
+    data = store.commit_log.get_data(ar.wrote_offset, ar.wrote_bytes)
+    msgs = decode_messages(data)
+    assert [m.queue_offset for m in msgs] == [1, 2, 3, 4, 5]
+    assert [m.body for m in msgs] == [e.body for e in entries]
+    assert [m.flag for m in msgs] == [0, 1, 2, 3, 4]
+    assert ids == [create_offset_msg_id(bytes([10, 0, 0, 1]), 10911, m.commit_log_offset) for m in msgs]
+    assert len({m.store_timestamp for m in msgs}) == 1
+    assert msgs[0].properties == {"TAGS": "t0", "UNIQ_KEY": "U0", "CLUSTER": "c"}
+    # raw stored string: entry props, separator added, then the batch props
+    raw = bytes(data[msgs[0].store_size - len("TAGS\x01t0\x02UNIQ_KEY\x01U0\x02CLUSTER\x01c\x02"):msgs[0].store_size])
+    assert raw == b"TAGS\x01t0\x02UNIQ_KEY\x01U0\x02CLUSTER\x01c\x02"
+    g = store.get_message("g", "TopicTest", 0, 1, 32, None)
+    assert g.status is GetMessageStatus.FOUND and g.message_count == 5
+    units = list(store.find_consume_queue("TopicTest", 0).iter_units(1))
+    assert [u[2] for u in units] == [tags_string_to_tags_code(f"t{i}") for i in range(5)]
+    assert store.commit_log.topic_queue_table["TopicTest-0"] == 6
+
+
+def test_batch_never_spans_files(store):
+    entries = [BatchEntry(0, b"b" * 300, "") for _ in range(6)]
+    store.put_message(make_msg(body=b"a" * 2500))
+    r = store.put_messages(make_batch(encode_batch(entries)))
+    assert r.is_ok() and r.append_result.wrote_offset == 4096
+
+
+def test_batch_rejections(store):
+    body = encode_batch([BatchEntry(0, b"x", "")])
+    assert store.put_messages(make_batch(body[:-1])).status is PutMessageStatus.MESSAGE_ILLEGAL
+    assert store.put_messages(make_batch(body, props="DELAY\x012\x02")).status is PutMessageStatus.MESSAGE_ILLEGAL
+    b = make_batch(body)
+    b.sys_flag = MessageSysFlag.TRANSACTION_PREPARED_TYPE
+    assert store.put_messages(b).status is PutMessageStatus.MESSAGE_ILLEGAL
+    too_big = encode_batch([BatchEntry(0, b"x" * 3000, "")] * 2)
+    assert store.put_messages(make_batch(too_big)).status is PutMessageStatus.MESSAGE_ILLEGAL
+    assert store.get_max_phy_offset() == 0
+
+
+def test_flush_from_thread_during_appends(store):
+    stop = threading.Event()
+    seen = []
+
+    def flusher():
+        while not stop.is_set():
+            seen.append(store.flush_commit_log())
+
+    t = threading.Thread(target=flusher)
+    t.start()
+    try:
+        for i in range(300):
+            assert store.put_message(make_msg(body=bytes(50))).is_ok()
+    finally:
+        stop.set()
+        t.join()
+    assert store.flush_commit_log() == store.get_max_phy_offset() == store.commit_log.flushed_where
+    assert seen == sorted(seen)
+    assert store.checkpoint.physic_msg_timestamp > 0
+
+
+def test_properties_kept_verbatim(store):
+    r = store.put_message(make_msg(props={"KEYS": "k1 k2", "UNIQ_KEY": "ABC"}))
+    m = store.look_message_by_offset(r.append_result.wrote_offset)
+    assert m.keys == "k1 k2" and m.tags == "TagA"
+    assert m.properties == string_to_properties(make_msg(props={"KEYS": "k1 k2", "UNIQ_KEY": "ABC"}).properties_string)
+    assert m.store_host == STORE_HOST
