@@ -107,11 +107,21 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"pyrmq: {exc}", file=sys.stderr)
         return 2
-    except OSError as exc:
-        log.error("cannot start: %s", exc)
-        return 1
+    except (OSError, ExceptionGroup) as exc:
+        errors = _leaf_errors(exc)
+        if errors and all(isinstance(e, OSError) for e in errors):
+            for error in errors:
+                log.error("cannot run: %s", error)
+            return 1
+        raise
     except KeyboardInterrupt:
         return 0
+
+
+def _leaf_errors(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for sub in exc.exceptions for leaf in _leaf_errors(sub)]
+    return [exc]
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Queue offset queries and topic administration: GET_MAX_OFFSET (30), GET_MIN_OFFSET (31),
 SEARCH_OFFSET_BY_TIMESTAMP (29), GET_EARLIEST_MSG_STORETIME (32), VIEW_MESSAGE_BY_ID (33),
 UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG (21),
-GET_BROKER_CONFIG (26), GET_BROKER_RUNTIME_INFO (28)."""
+GET_BROKER_CONFIG (26), GET_BROKER_RUNTIME_INFO (28), GET_TOPIC_STATS_INFO (202)."""
 
 from __future__ import annotations
 
@@ -77,6 +77,20 @@ def register_admin_processors(table: ProcessorTable, ctl: BrokerController) -> N
         ctl.request_register_all()
         return request.response(ResponseCode.SUCCESS)
 
+    def topic_stats(channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        topic = required_str(request, "topic")
+        config = topics.select(topic)
+        if config is None:
+            return request.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        offset_table = {}
+        for queue_id in range(config.write_queue_nums):
+            max_offset = store.get_max_offset_in_queue(topic, queue_id)
+            last = store.get_message_store_timestamp(topic, queue_id, max_offset - 1) if max_offset > 0 else 0
+            key = fastjson.ObjectKey.of({"brokerName": ctl.config.broker_name, "queueId": queue_id, "topic": topic})
+            offset_table[key] = {"lastUpdateTimestamp": max(0, last), "maxOffset": max_offset,
+                                 "minOffset": store.get_min_offset_in_queue(topic, queue_id)}
+        return request.response(ResponseCode.SUCCESS, body=fastjson.dumps({"offsetTable": offset_table}).encode())
+
     def all_topic_config(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         return request.response(ResponseCode.SUCCESS, body=topics.encode().encode())
 
@@ -110,5 +124,6 @@ def register_admin_processors(table: ProcessorTable, ctl: BrokerController) -> N
     table.register(RequestCode.UPDATE_AND_CREATE_TOPIC, update_and_create_topic)
     table.register(RequestCode.DELETE_TOPIC_IN_BROKER, delete_topic)
     table.register(RequestCode.GET_ALL_TOPIC_CONFIG, all_topic_config)
+    table.register(RequestCode.GET_TOPIC_STATS_INFO, topic_stats)
     table.register(RequestCode.GET_BROKER_CONFIG, broker_config)
     table.register(RequestCode.GET_BROKER_RUNTIME_INFO, runtime_info)

@@ -33,6 +33,7 @@ class RemotingServer:
         self.channels: set[Channel] = set()
         self._listeners: list[trio.SocketListener] = []
         self._cancel_scope: trio.CancelScope | None = None
+        self._accept_scope = trio.CancelScope()
 
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         self._listeners = await trio.open_tcp_listeners(self.port, host=self.host)
@@ -40,21 +41,27 @@ class RemotingServer:
         log.info("%s listening on %s:%d", self.name, self.host, self.port)
         with trio.CancelScope() as scope:
             self._cancel_scope = scope
-            async with trio.open_nursery() as nursery:
+            async with trio.open_nursery() as handlers:
                 task_status.started(self.port)
-                for listener in self._listeners:
-                    nursery.start_soon(self._accept_loop, listener, nursery)
+                # Accepting has its own scope so a graceful stop ends it while connections go on.
+                try:
+                    with self._accept_scope:
+                        async with trio.open_nursery() as acceptors:
+                            for listener in self._listeners:
+                                acceptors.start_soon(self._accept_loop, listener, handlers)
+                finally:
+                    for listener in self._listeners:
+                        listener.socket.close()
 
     async def _accept_loop(self, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
-        async with listener:
-            while True:
-                try:
-                    stream = await listener.accept()
-                except OSError as exc:   # e.g. EMFILE: log, back off, keep serving
-                    log.warning("%s accept failed: %s", self.name, exc)
-                    await trio.sleep(0.1)
-                    continue
-                nursery.start_soon(self._handle, stream)
+        while True:
+            try:
+                stream = await listener.accept()
+            except OSError as exc:   # e.g. EMFILE: log, back off, keep serving
+                log.warning("%s accept failed: %s", self.name, exc)
+                await trio.sleep(0.1)
+                continue
+            nursery.start_soon(self._handle, stream)
 
     async def _handle(self, stream: trio.SocketStream) -> None:
         try:
@@ -71,8 +78,7 @@ class RemotingServer:
         await channel.run(self.dispatcher)
 
     def stop_accepting(self) -> None:
-        for listener in self._listeners:
-            listener.socket.close()
+        self._accept_scope.cancel()
 
     def close(self) -> None:
         """Stop accepting and drop every connection."""

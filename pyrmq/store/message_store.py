@@ -7,9 +7,11 @@ block on disk syncs and are meant to be run by the broker in a worker thread.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import logging
 import os
+import struct
 import threading
 from typing import Callable
 
@@ -71,6 +73,36 @@ _LOCKED_ROOTS: set[str] = set()
 _LOCKED_ROOTS_GUARD = threading.Lock()
 
 
+_F_OFD_SETLK = getattr(fcntl, "F_OFD_SETLK", None)
+_FLOCK = struct.Struct("@hhqqi4x")  # struct flock on Linux (64-bit off_t)
+
+
+def _lock_first_byte(fd: int) -> None:
+    """Exclusive lock on byte range (0, 1), the region Java's FileChannel.tryLock(0, 1) takes.
+
+    Prefer an open-file-description lock: it conflicts with Java's POSIX lock, with a second
+    open in this process, and is not dropped when some other descriptor of the file is closed.
+    """
+    if _F_OFD_SETLK is not None and _FLOCK.size == 32:
+        try:
+            fcntl.fcntl(fd, _F_OFD_SETLK, _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, 0, 1, 0))
+            return
+        except OSError as e:
+            if e.errno not in (errno.EINVAL, errno.ENOSYS):
+                raise
+    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+
+
+def _unlock_first_byte(fd: int) -> None:
+    if _F_OFD_SETLK is not None and _FLOCK.size == 32:
+        try:
+            fcntl.fcntl(fd, _F_OFD_SETLK, _FLOCK.pack(fcntl.F_UNLCK, os.SEEK_SET, 0, 1, 0))
+            return
+        except OSError:
+            pass
+    fcntl.lockf(fd, fcntl.LOCK_UN, 1, 0)
+
+
 class DefaultMessageStore:
     def __init__(self, config: MessageStoreConfig,
                  on_dispatch: Callable[[str, int, int], None] | None = None) -> None:
@@ -105,9 +137,7 @@ class DefaultMessageStore:
                 raise StoreError(f"Lock failed, MQ already started ({root} is in use)")
             fd = os.open(self.config.lock_path(), os.O_RDWR | os.O_CREAT, 0o644)
             try:
-                # same region as Java's FileChannel.tryLock(0, 1, false): a Java broker and
-                # pyrmq exclude each other on one store
-                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+                _lock_first_byte(fd)
             except OSError as e:
                 os.close(fd)
                 raise StoreError(f"Lock failed, MQ already started ({root}): {e}") from e
@@ -121,7 +151,7 @@ class DefaultMessageStore:
             return
         with _LOCKED_ROOTS_GUARD:
             try:
-                fcntl.lockf(self._lock_fd, fcntl.LOCK_UN, 1, 0)
+                _unlock_first_byte(self._lock_fd)
             finally:
                 os.close(self._lock_fd)
                 _LOCKED_ROOTS.discard(self._root_key)
@@ -244,7 +274,8 @@ class DefaultMessageStore:
             return PutMessageStatus.SERVICE_NOT_AVAILABLE
         if len(msg.topic) > MAX_TOPIC_LENGTH:
             return PutMessageStatus.MESSAGE_ILLEGAL
-        if len(msg.properties_string) > MAX_PROPERTIES_BYTES // 3 and (
+        # a code point is at most 4 UTF-8 bytes: encode only strings that might be too long
+        if len(msg.properties_string) > MAX_PROPERTIES_BYTES // 4 and (
             len(msg.properties_string.encode()) > MAX_PROPERTIES_BYTES
         ):
             return PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
