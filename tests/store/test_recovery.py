@@ -1,0 +1,221 @@
+"""Recovery: clean restart, crash with a torn tail at every byte, CRC corruption, re-dispatch."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+
+import pytest
+
+from pyrmq.codec.message import decode_messages
+from pyrmq.store.message_store import GetMessageStatus
+from store_helpers import make_msg, open_store, small_config
+
+N = 6
+
+
+def crash(config):
+    """Make the next start see an abnormal exit."""
+    open(config.abort_path(), "w").close()
+
+
+def commit_log_file(config, offset=0):
+    return os.path.join(config.commit_log_dir(), f"{offset:020d}")
+
+
+def zero_from(path, start, end=None):
+    with open(path, "r+b") as f:
+        size = os.fstat(f.fileno()).st_size
+        end = size if end is None else end
+        f.seek(start)
+        f.write(bytes(end - start))
+
+
+def all_messages(store, topic="TopicTest", queue_id=0):
+    out, offset = [], 0
+    while True:
+        r = store.get_message("g", topic, queue_id, offset, 32, None)
+        if r.status is not GetMessageStatus.FOUND:
+            return out
+        out += decode_messages(b"".join(r.buffers))
+        offset = r.next_begin_offset
+
+
+@pytest.fixture
+def pristine(tmp_path):
+    """A store with N records in one commit log file, cleanly shut down."""
+    config = small_config(tmp_path / "pristine")
+    s = open_store(config)
+    results = [s.put_message(make_msg(body=f"body-{i}".encode(), props={"UNIQ_KEY": f"U{i}"})).append_result
+               for i in range(N)]
+    s.shutdown()
+    return config, results
+
+
+def copy_store(pristine_config, dest):
+    shutil.copytree(pristine_config.store_path_root_dir, dest)
+    return small_config(dest)
+
+
+def test_torn_last_record_at_every_byte_position(pristine, tmp_path):
+    config0, results = pristine
+    last = results[-1]
+    for p in range(last.wrote_offset, last.wrote_offset + last.wrote_bytes):
+        config = copy_store(config0, tmp_path / f"torn{p}")
+        zero_from(commit_log_file(config), p)
+        crash(config)
+        s = open_store(config)
+        try:
+            assert not s.last_exit_ok
+            assert s.get_max_phy_offset() == last.wrote_offset, p
+            assert s.get_max_offset_in_queue("TopicTest", 0) == N - 1, p
+            assert s.look_message_by_offset(last.wrote_offset) is None
+            msgs = all_messages(s)
+            assert [m.body for m in msgs] == [f"body-{i}".encode() for i in range(N - 1)], p
+            r = s.put_message(make_msg(body=b"again"))
+            assert r.append_result.wrote_offset == last.wrote_offset, p
+            assert r.append_result.logics_offset == N - 1, p
+        finally:
+            s.shutdown()
+        shutil.rmtree(config.store_path_root_dir)
+
+
+def test_torn_tail_without_crc_check(pristine, tmp_path):
+    config0, results = pristine
+    last = results[-1]
+    for p in range(last.wrote_offset, last.wrote_offset + last.wrote_bytes, 7):
+        config = copy_store(config0, tmp_path / f"torn{p}")
+        config.check_crc_on_recover = False
+        zero_from(commit_log_file(config), p)
+        crash(config)
+        s = open_store(config)
+        try:
+            assert s.get_max_phy_offset() == last.wrote_offset, p
+            assert s.get_max_offset_in_queue("TopicTest", 0) == N - 1, p
+        finally:
+            s.shutdown()
+        shutil.rmtree(config.store_path_root_dir)
+
+
+def test_normal_restart_keeps_everything(pristine, tmp_path):
+    config0, results = pristine
+    config = copy_store(config0, tmp_path / "clean")
+    s = open_store(config)
+    try:
+        assert s.last_exit_ok
+        assert s.get_max_phy_offset() == results[-1].wrote_offset + results[-1].wrote_bytes
+        assert len(all_messages(s)) == N
+    finally:
+        s.shutdown()
+
+
+def test_crc_corruption_in_the_middle(pristine, tmp_path):
+    config0, results = pristine
+    bad = results[2]
+    for abnormal in (True, False):
+        config = copy_store(config0, tmp_path / f"crc{abnormal}")
+        path = commit_log_file(config)
+        with open(path, "r+b") as f:
+            f.seek(bad.wrote_offset + 88)  # first body byte
+            b = f.read(1)
+            f.seek(bad.wrote_offset + 88)
+            f.write(bytes([b[0] ^ 0xFF]))
+        if abnormal:
+            crash(config)
+        s = open_store(config)
+        try:
+            assert s.get_max_phy_offset() == bad.wrote_offset
+            assert s.get_max_offset_in_queue("TopicTest", 0) == 2
+            assert [m.body for m in all_messages(s)] == [b"body-0", b"body-1"]
+            # the records after the corruption are gone for good: zeroed, not resurrected
+            r = s.put_message(make_msg(body=b"x"))
+            assert r.append_result.wrote_offset == bad.wrote_offset
+        finally:
+            s.shutdown()
+        s = open_store(config)
+        try:
+            assert s.get_max_offset_in_queue("TopicTest", 0) == 3
+            assert s.get_max_phy_offset() == bad.wrote_offset + r.append_result.wrote_bytes
+        finally:
+            s.shutdown()
+
+
+def test_abnormal_recovery_rebuilds_lost_consume_queues(pristine, tmp_path):
+    config0, results = pristine
+    config = copy_store(config0, tmp_path / "nocq")
+    shutil.rmtree(config.consume_queue_dir())
+    crash(config)
+    s = open_store(config)
+    try:
+        assert s.get_max_offset_in_queue("TopicTest", 0) == N
+        assert [m.body for m in all_messages(s)] == [f"body-{i}".encode() for i in range(N)]
+        assert s.put_message(make_msg()).append_result.logics_offset == N
+    finally:
+        s.shutdown()
+
+
+def test_abnormal_recovery_rebuilds_a_torn_consume_queue(pristine, tmp_path):
+    config0, results = pristine
+    config = copy_store(config0, tmp_path / "tornq")
+    cq_file = os.path.join(config.consume_queue_dir(), "TopicTest", "0", f"{0:020d}")
+    zero_from(cq_file, 20 * 3 + 5)  # units 3.. lost; unit 3 half written
+    crash(config)
+    s = open_store(config)
+    try:
+        assert s.get_max_offset_in_queue("TopicTest", 0) == N
+        assert len(all_messages(s)) == N
+    finally:
+        s.shutdown()
+
+
+def test_commit_log_files_gone_destroys_consume_queues(pristine, tmp_path):
+    config0, _ = pristine
+    config = copy_store(config0, tmp_path / "nocl")
+    shutil.rmtree(config.commit_log_dir())
+    s = open_store(config)
+    try:
+        assert s.get_max_offset_in_queue("TopicTest", 0) == 0
+        assert s.get_max_phy_offset() == 0
+        assert s.put_message(make_msg()).append_result.logics_offset == 0
+    finally:
+        s.shutdown()
+
+
+def test_recovery_across_files_with_blank_records(tmp_path):
+    config = small_config(tmp_path / "multi")
+    s = open_store(config)
+    res = [s.put_message(make_msg(body=bytes(200), queue_id=i % 3)).append_result for i in range(60)]
+    s.shutdown()
+    assert len(os.listdir(config.commit_log_dir())) >= 4
+    for abnormal in (False, True):
+        if abnormal:
+            crash(config)
+        s = open_store(config)
+        try:
+            assert s.get_max_phy_offset() == res[-1].wrote_offset + res[-1].wrote_bytes
+            assert [s.get_max_offset_in_queue("TopicTest", q) for q in range(3)] == [20, 20, 20]
+            assert s.commit_log.topic_queue_table == {f"TopicTest-{q}": 20 for q in range(3)}
+        finally:
+            s.shutdown()
+    # torn first record of the newest file: that file empties, earlier files intact
+    last_file_start = res[-1].wrote_offset - res[-1].wrote_offset % 4096
+    first_in_last = next(r for r in res if r.wrote_offset == last_file_start)
+    zero_from(commit_log_file(config, last_file_start), 10)
+    crash(config)
+    s = open_store(config)
+    try:
+        assert s.get_max_phy_offset() == last_file_start
+        lost = sum(1 for r in res if r.wrote_offset >= first_in_last.wrote_offset)
+        assert sum(s.get_max_offset_in_queue("TopicTest", q) for q in range(3)) == 60 - lost
+    finally:
+        s.shutdown()
+
+
+def test_checkpoint_written_on_shutdown(pristine):
+    config0, results = pristine
+    raw = open(config0.checkpoint_path(), "rb").read()
+    assert len(raw) == 4096
+    physic, logics, index = struct.unpack_from(">qqq", raw)
+    assert physic == results[-1].store_timestamp and logics == results[-1].store_timestamp
+    assert index == 0 and raw[24:] == bytes(4096 - 24)
