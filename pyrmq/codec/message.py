@@ -374,7 +374,10 @@ def prepare_record(
     if len(store_ip) == 16:
         sys_flag |= MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
     if tail is None:
-        tail = encode_topic_tail(topic.encode(), properties.encode())
+        try:
+            tail = encode_topic_tail(topic.encode(), properties.encode())
+        except UnicodeEncodeError as e:  # lone surrogates cannot be stored
+            raise MessageFormatError(f"topic or properties not encodable: {e}") from e
     r = PreparedRecord()
     r.magic, r.tail = tail
     r.prefix = prefix = _PREFIX_STRUCTS[_host_bits(sys_flag)]

@@ -181,6 +181,11 @@ def test_record_is_byte_exact_with_the_documented_layout():
     assert len(data) == 91 + len(FIELDS["body"]) + len(FIELDS["topic"]) + len(FIELDS["properties"])
 
 
+def test_unencodable_properties_are_a_format_error():
+    with pytest.raises(MessageFormatError):
+        encode_message_record_bytes(**dict(FIELDS, properties="A\x01\ud800"))
+
+
 def test_encode_into_buffer_at_position():
     buf = bytearray(1000)
     n = encode_message_record(buf, 100, **FIELDS)
@@ -350,7 +355,8 @@ hosts_text = st.one_of(
     topic=st.text(alphabet="abcXYZ%|_-0123456789", min_size=1, max_size=250),
     body=st.binary(max_size=300),
     props=st.dictionaries(st.text("KEYSTAGabc", min_size=1, max_size=5),
-                          st.text(st.characters(blacklist_characters="\x01\x02"), min_size=1,
+                          st.text(st.characters(blacklist_characters="\x01\x02",
+                                                blacklist_categories=("Cs",)), min_size=1,
                                   max_size=20), max_size=4),
     born=hosts_text, store=hosts_text, sys_flag=st.integers(0, 0x70F),
     queue_id=i32, flag=i32, queue_offset=i64, physical_offset=i64, born_ts=i64, store_ts=i64,
