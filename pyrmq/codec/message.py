@@ -27,6 +27,8 @@ from construct import (
     this,
 )
 
+from pyrmq.codec.errors import ProtocolError
+
 # --------------------------------------------------------------------------------------------
 # Constants
 # --------------------------------------------------------------------------------------------
@@ -43,7 +45,7 @@ MAX_PROPERTIES_LENGTH = 32767  # the property length is a signed int16
 MAX_BATCH_ENTRIES = 10_000  # default bound on entries decoded from one batch body
 
 
-class MessageFormatError(ValueError):
+class MessageFormatError(ProtocolError, ValueError):
     """Malformed message bytes (truncated, inconsistent lengths, bad magic)."""
 
 

@@ -171,6 +171,11 @@ class MappedFileQueue:
 
     def truncate_dirty_files(self, offset: int, clean_run: int) -> None:
         """Forget everything at or after ``offset``: zero the tail of its file, delete later files."""
+        with self._flush_lock:
+            self._truncate_dirty_files(offset, clean_run)
+        self.set_positions(offset)
+
+    def _truncate_dirty_files(self, offset: int, clean_run: int) -> None:
         keep = []
         for mf in self.mapped_files:
             tail = mf.file_from_offset + self.mapped_file_size
@@ -186,7 +191,6 @@ class MappedFileQueue:
                 mf.destroy()
         with self._lock:
             self.mapped_files = keep
-        self.set_positions(offset)
 
     def delete_last_mapped_file(self) -> None:
         last = self.last_mapped_file()

@@ -67,8 +67,8 @@ def _total_physical_memory() -> int:
         return 8 * 1024**3
 
 
-# store roots locked by this process: POSIX record locks do not conflict inside one process, and
-# closing any descriptor of the lock file would drop the lock, so check here before opening it
+# store roots locked by this process; needed where only POSIX record locks exist (they do not
+# conflict inside one process, and closing any descriptor of the file would drop them)
 _LOCKED_ROOTS: set[str] = set()
 _LOCKED_ROOTS_GUARD = threading.Lock()
 

@@ -436,3 +436,10 @@ def test_batch_rejects_truncation_and_bad_lengths():
         decode_batch(bytes(bad))
     with pytest.raises(MessageFormatError):
         decode_batch(encode_batch([BatchEntry(0, b"", "")] * 3), max_entries=2)
+
+
+def test_message_format_error_is_in_the_protocol_error_family():
+    from pyrmq.codec.errors import ProtocolError
+
+    assert issubclass(MessageFormatError, ProtocolError)
+    assert issubclass(MessageFormatError, ValueError)
