@@ -1,0 +1,141 @@
+"""The real process: `python -m pyrmq standalone` started, signalled and killed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import trio
+
+from pyrmq.codec import fastjson
+from pyrmq.codec.codes import RequestCode
+from pyrmq.codec.remoting import make_request
+from pyrmq.remoting.client import RemotingClient
+from tests.broker.conftest import free_port
+from tests.broker.rmq import pull, send
+
+
+class Standalone:
+    def __init__(self, tmp_path, **conf):
+        self.namesrv_port = free_port()
+        self.listen_port = free_port()
+        self.conf = tmp_path / "broker.conf"
+        lines = {"brokerName": "broker-a", "listenPort": self.listen_port, "brokerIP1": "127.0.0.1",
+                 "bindAddress": "127.0.0.1", "storePathRootDir": tmp_path / "store",
+                 "mappedFileSizeCommitLog": 1024 * 1024, **conf}
+        self.conf.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
+        self.store = tmp_path / "store"
+        self.log = tmp_path / "pyrmq.log"
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def broker_addr(self):
+        return f"127.0.0.1:{self.listen_port}"
+
+    @property
+    def namesrv_addr(self):
+        return f"127.0.0.1:{self.namesrv_port}"
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pyrmq", "standalone", "-c", str(self.conf), "--namesrv-port", str(self.namesrv_port)],
+            stdout=open(self.log, "ab"), stderr=subprocess.STDOUT)
+
+    def stop(self, sig=signal.SIGTERM) -> int:
+        self.proc.send_signal(sig)
+        return self.proc.wait(timeout=20)
+
+    async def wait_ready(self, client: RemotingClient):
+        with trio.fail_after(20):
+            while True:
+                try:
+                    route = await client.invoke(self.namesrv_addr, make_request(
+                        RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TBW102"}), timeout=1)
+                    if route.code == 0:
+                        return
+                except OSError:
+                    pass
+                assert self.proc.poll() is None, self.log.read_text()
+                await trio.sleep(0.1)
+
+
+@pytest.fixture
+def standalone(tmp_path):
+    servers = []
+
+    def make(**conf):
+        server = Standalone(tmp_path, **conf)
+        servers.append(server)
+        return server
+
+    yield make
+    for server in servers:
+        if server.proc and server.proc.poll() is None:
+            server.proc.kill()
+            server.proc.wait()
+
+
+async def test_sigterm_is_a_clean_stop(standalone):
+    server = standalone()
+    server.start()
+    async with RemotingClient() as client:
+        await server.wait_ready(client)
+        assert (server.store / "abort").exists()
+        assert (await send(client, server.broker_addr, "TopicP", b"x")).code == 0
+    assert server.stop() == 0
+    assert not (server.store / "abort").exists()
+    assert "broker stopped" in server.log.read_text()
+    topics = fastjson.loads((server.store / "config" / "topics.json").read_text())
+    assert "TopicP" in topics["topicConfigTable"]
+
+
+@pytest.mark.slow
+async def test_kill_9_under_sync_flush_loses_no_acknowledged_message(standalone):
+    server = standalone(flushDiskType="SYNC_FLUSH")
+    server.start()
+    acked: list[bytes] = []
+    async with RemotingClient() as client:
+        await server.wait_ready(client)
+
+        async def producer(worker: int):
+            i = 0
+            while True:
+                body = f"w{worker}-{i}".encode()
+                try:
+                    resp = await send(client, server.broker_addr, "TopicK", body, queue_id=worker % 4)
+                except Exception:
+                    return
+                if resp.code == 0:
+                    acked.append(body)
+                i += 1
+
+        async with trio.open_nursery() as nursery:
+            for w in range(8):
+                nursery.start_soon(producer, w)
+            while len(acked) < 300:
+                await trio.sleep(0.01)
+            server.proc.send_signal(signal.SIGKILL)   # mid-stream, sends in flight
+            server.proc.wait()
+            await trio.sleep(0.2)
+            nursery.cancel_scope.cancel()
+    assert (server.store / "abort").exists()        # the next start recovers abnormally
+    server.start()
+    async with RemotingClient() as client:
+        await server.wait_ready(client)
+        stored = []
+        for queue_id in range(4):
+            offset = 0
+            while True:
+                resp, messages = await pull(client, server.broker_addr, "TopicK", queue_id, offset)
+                if resp.code != 0:
+                    break
+                stored.extend(m.body for m in messages)
+                offset = int(resp.ext_fields["nextBeginOffset"])
+    missing = set(acked) - set(stored)
+    assert not missing, f"{len(missing)} acknowledged messages lost, e.g. {sorted(missing)[:5]}"
+    assert len(stored) == len(set(stored))
+    assert server.stop() == 0
