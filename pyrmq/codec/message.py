@@ -611,14 +611,16 @@ def decode_messages(buf) -> list[MessageExt]:
 
 
 def check_record(buf, pos: int, limit: int, *, check_crc: bool = True,
-                 expected_offset: int | None = None) -> RecordInfo | int | None:
+                 expected_offset: int | None = None,
+                 parse_properties: bool = True) -> RecordInfo | int | None:
     """Validate the record at ``pos`` the way recovery does (Java ``checkMessageAndReturnSize``).
 
     Returns a :class:`RecordInfo` for a valid record, ``0`` for a blank (end-of-file) record,
     ``None`` for anything invalid. Stricter than Java, to detect a torn tail: PHYSICALOFFSET
     must equal ``expected_offset`` (when given), the topic must be non-empty without NUL bytes,
     and a non-empty property string must not end with a zero byte (no real value ends with
-    U+0000; a tail lost in a crash reads back as zeros).
+    U+0000; a tail lost in a crash reads back as zeros). With ``parse_properties=False`` the
+    properties are validated but not split (``properties``, ``tags_code``, ``keys`` left empty).
     """
     if limit - pos < 8:
         return None
@@ -646,9 +648,11 @@ def check_record(buf, pos: int, limit: int, *, check_crc: bool = True,
         if buf[prop_start + prop_length - 1] == 0:
             return None
         try:
-            props = string_to_properties(str(buf[prop_start:prop_start + prop_length], "utf-8"))
+            text = str(buf[prop_start:prop_start + prop_length], "utf-8")
         except UnicodeDecodeError:
             return None
+        if parse_properties:
+            props = string_to_properties(text)
     try:
         topic = topic_bytes.decode()
     except UnicodeDecodeError:

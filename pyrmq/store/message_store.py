@@ -41,7 +41,12 @@ from pyrmq.store.model import (
     PutMessageStatus,
     StoreError,
 )
-from pyrmq.store.recovery import recover_abnormally, recover_consume_queues, recover_normally
+from pyrmq.store.recovery import (
+    recover_abnormally,
+    recover_consume_queues,
+    recover_normally,
+    reput,
+)
 
 log = logging.getLogger(__name__)
 
@@ -190,6 +195,8 @@ class DefaultMessageStore:
         else:
             recover_abnormally(self._commit_log, checkpoint=self.checkpoint,
                                dispatch=self._redispatch, **kwargs)
+        max_phy_cq = max((cq.max_physic_offset for cq in self._consume_queues.values()), default=0)
+        reput(self._commit_log, max_phy_cq, self._redispatch)
         self._recover_topic_queue_table()
         # from here on a crash must be detected at the next start
         with open(cfg.abort_path(), "w"):

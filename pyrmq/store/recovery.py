@@ -41,14 +41,14 @@ def recover_consume_queues(queues: Iterable[ConsumeQueue]) -> int:
 
 
 def _scan(commit_log: CommitLog, index: int, check_crc: bool,
-          on_record: Callable[[RecordInfo], None] | None) -> int:
-    """Walk records from file ``index``; returns the offset after the last valid record."""
+          on_record: Callable[[RecordInfo], None] | None, pos: int = 0) -> int:
+    """Walk records from ``pos`` in file ``index``; returns the offset after the last valid one."""
     files = commit_log.mapped_file_queue.mapped_files
     mf = files[index]
-    pos = 0
     while True:
         info = check_record(mf.view, pos, mf.file_size, check_crc=check_crc,
-                            expected_offset=mf.file_from_offset + pos)
+                            expected_offset=mf.file_from_offset + pos,
+                            parse_properties=on_record is not None)
         if info is None:
             log.info("commit log recovery: end of valid data in %s at %d", mf.file_name, pos)
             break
@@ -118,3 +118,24 @@ def recover_abnormally(commit_log: CommitLog, *, check_crc: bool, checkpoint: St
     process_offset = _scan(commit_log, index, check_crc, dispatch)
     _finish(commit_log, process_offset, max_phy_offset_of_cq, truncate_cqs, clean_run)
     return process_offset
+
+
+def reput(commit_log: CommitLog, from_offset: int, dispatch: Callable[[RecordInfo], None]) -> int:
+    """Dispatch every record from ``from_offset`` to the end (store.md §3 catch-up at start).
+
+    Inline dispatch keeps the queues current while running; this covers records appended but
+    not dispatched before the last stop (e.g. a Java broker whose reput lagged). Returns the
+    offset where it stopped.
+    """
+    files = commit_log.mapped_file_queue.mapped_files
+    if not files:
+        return 0
+    offset = max(from_offset, commit_log.min_offset)
+    if offset >= commit_log.max_offset:
+        return offset
+    mf = commit_log.mapped_file_queue.find_mapped_file_by_offset(offset)
+    if mf is None:
+        return offset
+    index = files.index(mf)
+    # only the written part of each file is scanned: the last file's end is its write position
+    return _scan(commit_log, index, False, dispatch, offset - mf.file_from_offset)

@@ -443,3 +443,14 @@ def test_message_format_error_is_in_the_protocol_error_family():
 
     assert issubclass(MessageFormatError, ProtocolError)
     assert issubclass(MessageFormatError, ValueError)
+
+
+def test_check_record_accepts_java_498_property_strings():
+    # 4.9.8's messageProperties2String drops the trailing separator
+    data = encode_message_record_bytes(**dict(FIELDS, properties="TAGS\x01TagA\x02KEYS\x01k"))
+    info = check_record(data, 0, len(data))
+    assert info.properties == {"TAGS": "TagA", "KEYS": "k"} and info.keys == "k"
+    quick = check_record(data, 0, len(data), parse_properties=False)
+    assert quick.size == len(data) and quick.properties == {}
+    empty = encode_message_record_bytes(**dict(FIELDS, properties=""))
+    assert check_record(empty, 0, len(empty)).properties == {}

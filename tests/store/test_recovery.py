@@ -219,3 +219,56 @@ def test_checkpoint_written_on_shutdown(pristine):
     physic, logics, index = struct.unpack_from(">qqq", raw)
     assert physic == results[-1].store_timestamp and logics == results[-1].store_timestamp
     assert index == 0 and raw[24:] == bytes(4096 - 24)
+
+
+def test_abnormal_recovery_from_a_checkpointed_file(tmp_path):
+    """A recent checkpoint makes recovery start at the newest file; older data stays as is."""
+    config = small_config(tmp_path / "cp")
+    s = open_store(config)
+    res = [s.put_message(make_msg(body=bytes(300))).append_result for _ in range(40)]
+    s.shutdown()
+    with open(config.checkpoint_path(), "r+b") as f:
+        f.write(struct.pack(">qq", 2**62, 2**62))  # everything is older than the checkpoint
+    last_file_start = res[-1].wrote_offset - res[-1].wrote_offset % 4096
+    cq_file = os.path.join(config.consume_queue_dir(), "TopicTest", "0")
+    # drop the CQ units of the newest commit log file: only re-dispatch can bring them back
+    first_lost = next(i for i, r in enumerate(res) if r.wrote_offset >= last_file_start)
+    s = open_store(config)
+    s.find_consume_queue("TopicTest", 0).truncate_dirty_logic_files(last_file_start)
+    assert s.get_max_offset_in_queue("TopicTest", 0) == first_lost
+    s.shutdown()
+    crash(config)
+    s = open_store(config)
+    try:
+        assert s.get_max_offset_in_queue("TopicTest", 0) == 40
+        assert [m.queue_offset for m in all_messages(s)] == list(range(40))
+    finally:
+        s.shutdown()
+    assert os.path.isdir(cq_file)
+
+
+def test_schedule_topic_tags_code_hook(config):
+    s = open_store(config)
+    try:
+        s.schedule_tags_code = lambda level, store_ts: store_ts + level * 1000
+        r = s.put_message(make_msg(topic="SCHEDULE_TOPIC_XXXX", queue_id=2, props={"DELAY": "3"}))
+        unit = s.find_consume_queue("SCHEDULE_TOPIC_XXXX", 2).get_unit(0)
+        assert unit[2] == r.append_result.store_timestamp + 3000
+    finally:
+        s.shutdown()
+
+
+def test_clean_start_dispatches_records_missing_from_the_consume_queues(pristine, tmp_path):
+    """Like Java's reput at start: CQs lagging behind the commit log catch up (store.md §3)."""
+    config0, results = pristine
+    config = copy_store(config0, tmp_path / "lag")
+    cq_file = os.path.join(config.consume_queue_dir(), "TopicTest", "0", f"{0:020d}")
+    zero_from(cq_file, 20 * 4)  # the last two units never made it to the queue
+    s = open_store(config)
+    try:
+        assert s.last_exit_ok
+        assert s.get_max_offset_in_queue("TopicTest", 0) == N
+        assert [m.body for m in all_messages(s)] == [f"body-{i}".encode() for i in range(N)]
+        assert s.put_message(make_msg()).append_result.logics_offset == N
+    finally:
+        s.shutdown()
