@@ -1,19 +1,19 @@
-"""Message encodings: the stored CommitLog record, batch bodies, properties, ids and tag codes.
+"""Message encodings: the stored CommitLog record, plus the re-exported metadata and batch API.
 
-The byte layouts are declared once with construct (``MessageRecordV1``, ``MessageRecordV2``,
-``BatchEntryFormat``); the per-message code uses ``struct.Struct`` objects derived from the same
-field table (``_PREFIX_STRUCTS``) and tests prove both agree. See /work/shared/spec/message.md.
+The stored record layout is declared once with construct (``MessageRecordV1``,
+``MessageRecordV2``); the per-message code uses ``struct.Struct`` objects following the same
+field order (``_PREFIX_STRUCTS``) and tests prove both agree. Property strings, hashes and ids
+live in :mod:`pyrmq.codec.message_props`, batch bodies in :mod:`pyrmq.codec.message_batch`;
+this module re-exports them so callers import one place. See /work/shared/spec/message.md.
 
 Sans-I/O: no files, no sockets, no trio.
 """
 
 from __future__ import annotations
 
-import socket
 import struct
 import zlib
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from construct import (
     Bytes,
@@ -27,180 +27,35 @@ from construct import (
     this,
 )
 
-from pyrmq.codec.errors import ProtocolError
-
-# --------------------------------------------------------------------------------------------
-# Constants
-# --------------------------------------------------------------------------------------------
-
-MAGIC_CODE_V1 = -626843481  # 0xDAA320A7 as a signed int32
-MAGIC_CODE_V2 = -626843477  # 0xDAA320AB: int16 topic length (5.x, topics > 127 bytes)
-BLANK_MAGIC_CODE = -875286124  # 0xCBD43194: end-of-file blank record
-
-NAME_VALUE_SEPARATOR = "\x01"
-PROPERTY_SEPARATOR = "\x02"
-
-MAX_TOPIC_LENGTH_V1 = 127  # a V1 record stores the topic length as a signed byte
-MAX_PROPERTIES_LENGTH = 32767  # the property length is a signed int16
-MAX_BATCH_ENTRIES = 10_000  # default bound on entries decoded from one batch body
-
-
-class MessageFormatError(ProtocolError, ValueError):
-    """Malformed message bytes (truncated, inconsistent lengths, bad magic)."""
-
-
-class MessageSysFlag:
-    """Bits of the int32 sysFlag (message.md §6)."""
-
-    COMPRESSED_FLAG = 0x1
-    MULTI_TAGS_FLAG = 0x2
-    TRANSACTION_NOT_TYPE = 0
-    TRANSACTION_PREPARED_TYPE = 0x4
-    TRANSACTION_COMMIT_TYPE = 0x8
-    TRANSACTION_ROLLBACK_TYPE = 0xC
-    BORNHOST_V6_FLAG = 0x10
-    STOREHOSTADDRESS_V6_FLAG = 0x20
-    NEED_UNWRAP_FLAG = 0x40
-    INNER_BATCH_FLAG = 0x80
-    COMPRESSION_TYPE_MASK = 0x700
-    COMPRESSION_LZ4_TYPE = 0x100
-    COMPRESSION_ZSTD_TYPE = 0x200
-    COMPRESSION_ZLIB_TYPE = 0x300
-
-    TRANSACTION_MASK = 0xC
-
-    @staticmethod
-    def transaction_value(flag: int) -> int:
-        return flag & MessageSysFlag.TRANSACTION_MASK
-
-    @staticmethod
-    def reset_transaction_value(flag: int, type_: int) -> int:
-        return (flag & ~MessageSysFlag.TRANSACTION_MASK) | type_
-
-
-class MessageConst:
-    """Well-known property names (message.md §3.1)."""
-
-    PROPERTY_KEYS = "KEYS"
-    PROPERTY_TAGS = "TAGS"
-    PROPERTY_WAIT_STORE_MSG_OK = "WAIT"
-    PROPERTY_DELAY_TIME_LEVEL = "DELAY"
-    PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
-    PROPERTY_REAL_TOPIC = "REAL_TOPIC"
-    PROPERTY_REAL_QUEUE_ID = "REAL_QID"
-    PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
-    PROPERTY_PRODUCER_GROUP = "PGROUP"
-    PROPERTY_MIN_OFFSET = "MIN_OFFSET"
-    PROPERTY_MAX_OFFSET = "MAX_OFFSET"
-    PROPERTY_BUYER_ID = "BUYER_ID"
-    PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
-    PROPERTY_TRANSFER_FLAG = "TRANSFER_FLAG"
-    PROPERTY_CORRECTION_FLAG = "CORRECTION_FLAG"
-    PROPERTY_MQ2_FLAG = "MQ2_FLAG"
-    PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
-    PROPERTY_MSG_REGION = "MSG_REGION"
-    PROPERTY_TRACE_SWITCH = "TRACE_ON"
-    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
-    PROPERTY_MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
-    PROPERTY_CONSUME_START_TIMESTAMP = "CONSUME_START_TIME"
-    PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
-    PROPERTY_TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
-    PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
-    PROPERTY_INSTANCE_ID = "INSTANCE_ID"
-    PROPERTY_CORRELATION_ID = "CORRELATION_ID"
-    PROPERTY_MESSAGE_REPLY_TO_CLIENT = "REPLY_TO_CLIENT"
-    PROPERTY_MESSAGE_TTL = "TTL"
-    PROPERTY_REPLY_MESSAGE_ARRIVE_TIME = "ARRIVE_TIME"
-    PROPERTY_PUSH_REPLY_TIME = "PUSH_REPLY_TIME"
-    PROPERTY_CLUSTER = "CLUSTER"
-    PROPERTY_MESSAGE_TYPE = "MSG_TYPE"
-    PROPERTY_INNER_MULTI_DISPATCH = "INNER_MULTI_DISPATCH"
-    PROPERTY_INNER_MULTI_QUEUE_OFFSET = "INNER_MULTI_QUEUE_OFFSET"
-    KEY_SEPARATOR = " "
-
-
-# --------------------------------------------------------------------------------------------
-# Properties, hashes, ids
-# --------------------------------------------------------------------------------------------
-
-
-def string_to_properties(s: str | None) -> dict[str, str]:
-    """Java ``string2messageProperties``: empty names or values are dropped, last duplicate wins."""
-    result: dict[str, str] = {}
-    if not s:
-        return result
-    for chunk in s.split(PROPERTY_SEPARATOR):
-        # the first NAME_VALUE_SEPARATOR must be neither the first nor the last char of the chunk
-        p = chunk.find(NAME_VALUE_SEPARATOR)
-        if 0 < p < len(chunk) - 1:
-            result[chunk[:p]] = chunk[p + 1 :]
-    return result
-
-
-def properties_to_string(props: dict[str, str]) -> str:
-    """Each pair as ``name \\x01 value \\x02``; ``None`` values are skipped."""
-    return "".join(
-        f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in props.items() if v is not None
-    )
-
-
-def java_string_hash(s: str) -> int:
-    """Java ``String.hashCode()`` over UTF-16 code units, as a signed int32."""
-    data = s.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for (unit,) in struct.iter_unpack(">H", data):
-        h = (31 * h + unit) & 0xFFFFFFFF
-    return h - 0x1_0000_0000 if h & 0x8000_0000 else h
-
-
-def tags_string_to_tags_code(tags: str | None) -> int:
-    """ConsumeQueue tagsCode of a TAGS value: its Java hash, 0 when absent or empty."""
-    if not tags:
-        return 0
-    return java_string_hash(tags)
-
-
-def host_to_bytes(host: str) -> bytes:
-    """4 address bytes for IPv4, 16 for IPv6 (a textual address, not a name)."""
-    if ":" in host:
-        return socket.inet_pton(socket.AF_INET6, host)
-    return socket.inet_pton(socket.AF_INET, host)
-
-
-def bytes_to_host(address: bytes) -> str:
-    if len(address) == 4:
-        return socket.inet_ntop(socket.AF_INET, address)
-    return socket.inet_ntop(socket.AF_INET6, address)
-
-
-_MSG_ID_V4 = struct.Struct(">4siq")
-_MSG_ID_V6 = struct.Struct(">16siq")
-
-
-def create_offset_msg_id(store_ip: bytes, store_port: int, commit_log_offset: int) -> str:
-    """Offset msgId: uppercase hex of ip ‖ int32 port ‖ int64 offset (message.md §7.1)."""
-    if len(store_ip) == 4:
-        return _MSG_ID_V4.pack(store_ip, store_port, commit_log_offset).hex().upper()
-    if len(store_ip) == 16:
-        return _MSG_ID_V6.pack(store_ip, store_port, commit_log_offset).hex().upper()
-    raise ValueError(f"store ip must be 4 or 16 bytes, got {len(store_ip)}")
-
-
-def decode_offset_msg_id(msg_id: str) -> tuple[bytes, int, int]:
-    """Inverse of :func:`create_offset_msg_id`: (ip bytes, port, commit-log offset)."""
-    if len(msg_id) == 32:
-        fmt = _MSG_ID_V4
-    elif len(msg_id) == 56:
-        fmt = _MSG_ID_V6
-    else:
-        raise ValueError(f"offset msgId must have 32 or 56 hex chars, got {len(msg_id)}")
-    try:
-        raw = bytes.fromhex(msg_id)
-    except ValueError as e:
-        raise ValueError(f"offset msgId is not hex: {msg_id!r}") from e
-    ip, port, offset = fmt.unpack(raw)
-    return ip, port, offset
-
+from pyrmq.codec.message_batch import (
+    BATCH_ENTRY_HEAD,
+    BATCH_ENTRY_OVERHEAD,
+    BatchEntry,
+    BatchEntryFormat,
+    decode_batch,
+    encode_batch,
+)
+from pyrmq.codec.message_props import (
+    BLANK_MAGIC_CODE,
+    MAGIC_CODE_V1,
+    MAGIC_CODE_V2,
+    MAX_BATCH_ENTRIES,
+    MAX_PROPERTIES_LENGTH,
+    MAX_TOPIC_LENGTH_V1,
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_SEPARATOR,
+    MessageConst,
+    MessageFormatError,
+    MessageSysFlag,
+    bytes_to_host,
+    create_offset_msg_id,
+    decode_offset_msg_id,
+    host_to_bytes,
+    java_string_hash,
+    properties_to_string,
+    string_to_properties,
+    tags_string_to_tags_code,
+)
 
 # --------------------------------------------------------------------------------------------
 # Stored record layout (message.md §2)
@@ -674,82 +529,9 @@ def pickup_store_timestamp(buf, pos: int = 0) -> int:
     return ts
 
 
-# --------------------------------------------------------------------------------------------
-# Batch body (message.md §5)
-# --------------------------------------------------------------------------------------------
-
-BatchEntryFormat = Struct(
-    "total_size" / Int32sb,
-    "magic" / Int32sb,
-    "body_crc" / Int32sb,
-    "flag" / Int32sb,
-    "body_length" / Int32sb,
-    "body" / Bytes(this.body_length),
-    "properties_length" / Int16sb,
-    "properties" / Bytes(this.properties_length),
-)
-BATCH_ENTRY_HEAD = struct.Struct(">iiiii")  # TOTALSIZE, MAGIC, BODYCRC, FLAG, BODYLEN
-BATCH_ENTRY_OVERHEAD = BATCH_ENTRY_HEAD.size + 2
-
-
-@dataclass(frozen=True, slots=True)
-class BatchEntry:
-    flag: int
-    body: bytes
-    properties: str
-
-
-def decode_batch(body: bytes | memoryview, max_entries: int = MAX_BATCH_ENTRIES) -> list[BatchEntry]:
-    """Split a batch send body into entries; every length is checked before slicing."""
-    mv = memoryview(body)
-    n = len(mv)
-    pos = 0
-    out: list[BatchEntry] = []
-    while pos < n:
-        if len(out) >= max_entries:
-            raise MessageFormatError(f"batch has more than {max_entries} entries")
-        if n - pos < BATCH_ENTRY_OVERHEAD:
-            raise MessageFormatError(f"truncated batch entry at {pos}")
-        total_size, _magic, _crc, flag, body_length = BATCH_ENTRY_HEAD.unpack_from(mv, pos)
-        if total_size < BATCH_ENTRY_OVERHEAD or total_size > n - pos:
-            raise MessageFormatError(f"batch entry size {total_size} at {pos} out of range")
-        end = pos + total_size
-        p = pos + BATCH_ENTRY_HEAD.size
-        if body_length < 0 or p + body_length + 2 > end:
-            raise MessageFormatError(f"batch entry body length {body_length} at {pos} out of range")
-        entry_body = bytes(mv[p:p + body_length])
-        p += body_length
-        (prop_length,) = _INT16.unpack_from(mv, p)
-        p += 2
-        if prop_length < 0 or p + prop_length != end:
-            raise MessageFormatError(f"batch entry at {pos}: size does not match its lengths")
-        try:
-            props = str(mv[p:end], "utf-8")
-        except UnicodeDecodeError as e:
-            raise MessageFormatError(f"batch entry at {pos}: {e}") from e
-        out.append(BatchEntry(flag, entry_body, props))
-        pos = end
-    return out
-
-
-def encode_batch(entries: Iterable[BatchEntry]) -> bytes:
-    """Batch body the way the Java client writes it (magic 0, crc 0)."""
-    parts = []
-    for e in entries:
-        props = e.properties.encode()
-        if len(props) > MAX_PROPERTIES_LENGTH:
-            raise MessageFormatError(f"properties length {len(props)} > {MAX_PROPERTIES_LENGTH}")
-        parts.append(BATCH_ENTRY_HEAD.pack(
-            BATCH_ENTRY_OVERHEAD + len(e.body) + len(props), 0, 0, e.flag, len(e.body)))
-        parts.append(e.body)
-        parts.append(_INT16.pack(len(props)))
-        parts.append(props)
-    return b"".join(parts)
-
-
 __all__ = [
-    "BATCH_ENTRY_HEAD", "BLANK_MAGIC_CODE", "BLANK_RECORD", "BatchEntry", "BatchEntryFormat",
-    "BlankRecord", "END_FILE_MIN_BLANK_LENGTH", "MAGIC_CODE_V1", "MAGIC_CODE_V2", "MessageConst",
+    "BATCH_ENTRY_HEAD", "BATCH_ENTRY_OVERHEAD", "BLANK_MAGIC_CODE", "BLANK_RECORD", "BatchEntry", "BatchEntryFormat",
+    "BlankRecord", "END_FILE_MIN_BLANK_LENGTH", "MAGIC_CODE_V1", "MAGIC_CODE_V2", "MAX_BATCH_ENTRIES", "MAX_PROPERTIES_LENGTH", "MAX_TOPIC_LENGTH_V1", "MessageConst",
     "MessageExt", "MessageFormatError", "MessageRecordV1", "MessageRecordV2", "MessageSysFlag",
     "NAME_VALUE_SEPARATOR", "PROPERTY_SEPARATOR", "PreparedRecord", "RecordInfo", "body_crc",
     "bytes_to_host", "check_record", "create_offset_msg_id", "decode_batch", "decode_message",

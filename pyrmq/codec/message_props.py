@@ -1,0 +1,184 @@
+"""Message metadata shared by every encoding: magic codes, sysFlag bits, property strings,
+Java string hashes (tag codes) and offset msgIds. See /work/shared/spec/message.md §3, §6-§8.
+
+Sans-I/O: no files, no sockets, no trio.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+from pyrmq.codec.errors import ProtocolError
+
+# --------------------------------------------------------------------------------------------
+# Constants
+# --------------------------------------------------------------------------------------------
+
+MAGIC_CODE_V1 = -626843481  # 0xDAA320A7 as a signed int32
+MAGIC_CODE_V2 = -626843477  # 0xDAA320AB: int16 topic length (5.x, topics > 127 bytes)
+BLANK_MAGIC_CODE = -875286124  # 0xCBD43194: end-of-file blank record
+
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+
+MAX_TOPIC_LENGTH_V1 = 127  # a V1 record stores the topic length as a signed byte
+MAX_PROPERTIES_LENGTH = 32767  # the property length is a signed int16
+MAX_BATCH_ENTRIES = 10_000  # default bound on entries decoded from one batch body
+
+
+class MessageFormatError(ProtocolError, ValueError):
+    """Malformed message bytes (truncated, inconsistent lengths, bad magic)."""
+
+
+class MessageSysFlag:
+    """Bits of the int32 sysFlag (message.md §6)."""
+
+    COMPRESSED_FLAG = 0x1
+    MULTI_TAGS_FLAG = 0x2
+    TRANSACTION_NOT_TYPE = 0
+    TRANSACTION_PREPARED_TYPE = 0x4
+    TRANSACTION_COMMIT_TYPE = 0x8
+    TRANSACTION_ROLLBACK_TYPE = 0xC
+    BORNHOST_V6_FLAG = 0x10
+    STOREHOSTADDRESS_V6_FLAG = 0x20
+    NEED_UNWRAP_FLAG = 0x40
+    INNER_BATCH_FLAG = 0x80
+    COMPRESSION_TYPE_MASK = 0x700
+    COMPRESSION_LZ4_TYPE = 0x100
+    COMPRESSION_ZSTD_TYPE = 0x200
+    COMPRESSION_ZLIB_TYPE = 0x300
+
+    TRANSACTION_MASK = 0xC
+
+    @staticmethod
+    def transaction_value(flag: int) -> int:
+        return flag & MessageSysFlag.TRANSACTION_MASK
+
+    @staticmethod
+    def reset_transaction_value(flag: int, type_: int) -> int:
+        return (flag & ~MessageSysFlag.TRANSACTION_MASK) | type_
+
+
+class MessageConst:
+    """Well-known property names (message.md §3.1)."""
+
+    PROPERTY_KEYS = "KEYS"
+    PROPERTY_TAGS = "TAGS"
+    PROPERTY_WAIT_STORE_MSG_OK = "WAIT"
+    PROPERTY_DELAY_TIME_LEVEL = "DELAY"
+    PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
+    PROPERTY_REAL_TOPIC = "REAL_TOPIC"
+    PROPERTY_REAL_QUEUE_ID = "REAL_QID"
+    PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
+    PROPERTY_PRODUCER_GROUP = "PGROUP"
+    PROPERTY_MIN_OFFSET = "MIN_OFFSET"
+    PROPERTY_MAX_OFFSET = "MAX_OFFSET"
+    PROPERTY_BUYER_ID = "BUYER_ID"
+    PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+    PROPERTY_TRANSFER_FLAG = "TRANSFER_FLAG"
+    PROPERTY_CORRECTION_FLAG = "CORRECTION_FLAG"
+    PROPERTY_MQ2_FLAG = "MQ2_FLAG"
+    PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
+    PROPERTY_MSG_REGION = "MSG_REGION"
+    PROPERTY_TRACE_SWITCH = "TRACE_ON"
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
+    PROPERTY_MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
+    PROPERTY_CONSUME_START_TIMESTAMP = "CONSUME_START_TIME"
+    PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
+    PROPERTY_TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
+    PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+    PROPERTY_INSTANCE_ID = "INSTANCE_ID"
+    PROPERTY_CORRELATION_ID = "CORRELATION_ID"
+    PROPERTY_MESSAGE_REPLY_TO_CLIENT = "REPLY_TO_CLIENT"
+    PROPERTY_MESSAGE_TTL = "TTL"
+    PROPERTY_REPLY_MESSAGE_ARRIVE_TIME = "ARRIVE_TIME"
+    PROPERTY_PUSH_REPLY_TIME = "PUSH_REPLY_TIME"
+    PROPERTY_CLUSTER = "CLUSTER"
+    PROPERTY_MESSAGE_TYPE = "MSG_TYPE"
+    PROPERTY_INNER_MULTI_DISPATCH = "INNER_MULTI_DISPATCH"
+    PROPERTY_INNER_MULTI_QUEUE_OFFSET = "INNER_MULTI_QUEUE_OFFSET"
+    KEY_SEPARATOR = " "
+
+
+# --------------------------------------------------------------------------------------------
+# Properties, hashes, ids
+# --------------------------------------------------------------------------------------------
+
+
+def string_to_properties(s: str | None) -> dict[str, str]:
+    """Java ``string2messageProperties``: empty names or values are dropped, last duplicate wins."""
+    result: dict[str, str] = {}
+    if not s:
+        return result
+    for chunk in s.split(PROPERTY_SEPARATOR):
+        # the first NAME_VALUE_SEPARATOR must be neither the first nor the last char of the chunk
+        p = chunk.find(NAME_VALUE_SEPARATOR)
+        if 0 < p < len(chunk) - 1:
+            result[chunk[:p]] = chunk[p + 1 :]
+    return result
+
+
+def properties_to_string(props: dict[str, str]) -> str:
+    """Each pair as ``name \\x01 value \\x02``; ``None`` values are skipped."""
+    return "".join(
+        f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in props.items() if v is not None
+    )
+
+
+def java_string_hash(s: str) -> int:
+    """Java ``String.hashCode()`` over UTF-16 code units, as a signed int32."""
+    data = s.encode("utf-16-be", "surrogatepass")
+    h = 0
+    for (unit,) in struct.iter_unpack(">H", data):
+        h = (31 * h + unit) & 0xFFFFFFFF
+    return h - 0x1_0000_0000 if h & 0x8000_0000 else h
+
+
+def tags_string_to_tags_code(tags: str | None) -> int:
+    """ConsumeQueue tagsCode of a TAGS value: its Java hash, 0 when absent or empty."""
+    if not tags:
+        return 0
+    return java_string_hash(tags)
+
+
+def host_to_bytes(host: str) -> bytes:
+    """4 address bytes for IPv4, 16 for IPv6 (a textual address, not a name)."""
+    if ":" in host:
+        return socket.inet_pton(socket.AF_INET6, host)
+    return socket.inet_pton(socket.AF_INET, host)
+
+
+def bytes_to_host(address: bytes) -> str:
+    if len(address) == 4:
+        return socket.inet_ntop(socket.AF_INET, address)
+    return socket.inet_ntop(socket.AF_INET6, address)
+
+
+_MSG_ID_V4 = struct.Struct(">4siq")
+_MSG_ID_V6 = struct.Struct(">16siq")
+
+
+def create_offset_msg_id(store_ip: bytes, store_port: int, commit_log_offset: int) -> str:
+    """Offset msgId: uppercase hex of ip ‖ int32 port ‖ int64 offset (message.md §7.1)."""
+    if len(store_ip) == 4:
+        return _MSG_ID_V4.pack(store_ip, store_port, commit_log_offset).hex().upper()
+    if len(store_ip) == 16:
+        return _MSG_ID_V6.pack(store_ip, store_port, commit_log_offset).hex().upper()
+    raise ValueError(f"store ip must be 4 or 16 bytes, got {len(store_ip)}")
+
+
+def decode_offset_msg_id(msg_id: str) -> tuple[bytes, int, int]:
+    """Inverse of :func:`create_offset_msg_id`: (ip bytes, port, commit-log offset)."""
+    if len(msg_id) == 32:
+        fmt = _MSG_ID_V4
+    elif len(msg_id) == 56:
+        fmt = _MSG_ID_V6
+    else:
+        raise ValueError(f"offset msgId must have 32 or 56 hex chars, got {len(msg_id)}")
+    try:
+        raw = bytes.fromhex(msg_id)
+    except ValueError as e:
+        raise ValueError(f"offset msgId is not hex: {msg_id!r}") from e
+    ip, port, offset = fmt.unpack(raw)
+    return ip, port, offset
