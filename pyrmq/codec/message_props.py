@@ -142,10 +142,16 @@ def tags_string_to_tags_code(tags: str | None) -> int:
     return java_string_hash(tags)
 
 
+_V4_MAPPED_PREFIX = bytes(10) + b"\xff\xff"
+
+
 def host_to_bytes(host: str) -> bytes:
     """4 address bytes for IPv4, 16 for IPv6 (a textual address, not a name)."""
     if ":" in host:
-        return socket.inet_pton(socket.AF_INET6, host)
+        raw = socket.inet_pton(socket.AF_INET6, host)
+        # an IPv4 client seen through a dual-stack socket stays IPv4, as in Java (Inet4Address);
+        # old C++ clients cannot read IPv6 hosts
+        return raw[12:] if raw.startswith(_V4_MAPPED_PREFIX) else raw
     return socket.inet_pton(socket.AF_INET, host)
 
 

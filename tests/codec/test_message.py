@@ -454,3 +454,8 @@ def test_check_record_accepts_java_498_property_strings():
     assert quick.size == len(data) and quick.properties == {}
     empty = encode_message_record_bytes(**dict(FIELDS, properties=""))
     assert check_record(empty, 0, len(empty)).properties == {}
+
+
+def test_ipv4_mapped_hosts_are_stored_as_ipv4():
+    data = encode_message_record_bytes(**dict(FIELDS, born_host=("::ffff:192.168.0.2", 50123)))
+    assert data == hand_built_record()
