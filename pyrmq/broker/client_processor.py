@@ -1,5 +1,6 @@
 """Client bookkeeping requests: HEART_BEAT (34), UNREGISTER_CLIENT (35),
-GET_CONSUMER_LIST_BY_GROUP (38), QUERY_CONSUMER_OFFSET (14), UPDATE_CONSUMER_OFFSET (15)."""
+GET_CONSUMER_LIST_BY_GROUP (38), QUERY_CONSUMER_OFFSET (14), UPDATE_CONSUMER_OFFSET (15),
+LOCK_BATCH_MQ (41), UNLOCK_BATCH_MQ (42)."""
 
 from __future__ import annotations
 
@@ -110,6 +111,27 @@ def register_client_processors(table: ProcessorTable, ctl: BrokerController) -> 
                               required_int(request, "queueId"), required_int(request, "commitOffset"))
         return request.response(ResponseCode.SUCCESS)
 
+    def _lock_body(request: RemotingCommand) -> tuple[str, str, list, list]:
+        try:
+            body = fastjson.loads(request.body or b"{}")
+            mqs = [(str(mq["topic"]), str(mq["brokerName"]), int(mq["queueId"])) for mq in body.get("mqSet") or []]
+            return str(body["consumerGroup"]), str(body["clientId"]), mqs, body.get("mqSet") or []
+        except (ProtocolError, KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, f"malformed lock body: {exc}") from None
+
+    def lock_batch(channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        group, client_id, mqs, _ = _lock_body(request)
+        locked = ctl.rebalance_lock_manager.try_lock_batch(group, mqs, client_id)
+        body = {"lockOKMQSet": [{"brokerName": b, "queueId": q, "topic": t} for t, b, q in locked]}
+        return request.response(ResponseCode.SUCCESS, body=fastjson.dumps(body).encode())
+
+    def unlock_batch(channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        group, client_id, mqs, _ = _lock_body(request)
+        ctl.rebalance_lock_manager.unlock_batch(group, mqs, client_id)
+        return request.response(ResponseCode.SUCCESS)
+
+    table.register(RequestCode.LOCK_BATCH_MQ, lock_batch)
+    table.register(RequestCode.UNLOCK_BATCH_MQ, unlock_batch)
     table.register(RequestCode.HEART_BEAT, heart_beat)
     table.register(RequestCode.UNREGISTER_CLIENT, unregister_client)
     table.register(RequestCode.GET_CONSUMER_LIST_BY_GROUP, consumer_list)

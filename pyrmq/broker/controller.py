@@ -18,6 +18,7 @@ from pyrmq.broker.flush_service import FlushService
 from pyrmq.broker.namesrv_registration import NamesrvRegistration
 from pyrmq.broker.offsets_and_groups import ConsumerOffsetManager, SubscriptionGroupManager
 from pyrmq.broker.pull_processor import PullMessageProcessor
+from pyrmq.broker.rebalance_lock import RebalanceLockManager
 from pyrmq.broker.send_processor import SendMessageProcessor
 from pyrmq.broker.topic_config import TopicConfigManager
 from pyrmq.codec.codes import RequestCode
@@ -61,6 +62,7 @@ class BrokerController:
             config_dir / "subscriptionGroup.json", self.config.auto_create_subscription_group)
         self.consumer_manager = ConsumerManager(self.config.channel_expired_timeout)
         self.producer_manager = ProducerManager(self.config.channel_expired_timeout)
+        self.rebalance_lock_manager = RebalanceLockManager()
         self.store = DefaultMessageStore(self.store_config, on_dispatch=self._on_dispatch)
         self.flush_service = FlushService(self.store, self.store_config)
         self.registration = NamesrvRegistration(self)

@@ -165,3 +165,25 @@ async def test_sync_flush_acknowledges_only_flushed_data(cluster):
         assert store.commit_log.flushed_where >= store.get_max_phy_offset()
         # group commit: far fewer flushes than sends
         assert 1 <= cluster.broker.flush_service.group_commits < 50
+
+
+async def test_lock_batch_mq_and_expiry(cluster):
+    def body(client_id, queues):
+        return fastjson.dumps({"clientId": client_id, "consumerGroup": "og", "mqSet": [
+            {"brokerName": "broker-a", "queueId": q, "topic": "TopicL"} for q in queues]}).encode()
+
+    inv = cluster.client.invoke
+    with trio.fail_after(10):
+        first = await inv(cluster.broker_addr, make_request(RequestCode.LOCK_BATCH_MQ, body=body("c1", [0, 1])))
+        assert first.body == (b'{"lockOKMQSet":[{"brokerName":"broker-a","queueId":0,"topic":"TopicL"},'
+                              b'{"brokerName":"broker-a","queueId":1,"topic":"TopicL"}]}')
+        second = await inv(cluster.broker_addr, make_request(RequestCode.LOCK_BATCH_MQ, body=body("c2", [1, 2])))
+        assert fastjson.loads(second.body)["lockOKMQSet"] == [{"brokerName": "broker-a", "queueId": 2, "topic": "TopicL"}]
+        await inv(cluster.broker_addr, make_request(RequestCode.UNLOCK_BATCH_MQ, body=body("c1", [1])))
+        third = await inv(cluster.broker_addr, make_request(RequestCode.LOCK_BATCH_MQ, body=body("c2", [1])))
+        assert len(fastjson.loads(third.body)["lockOKMQSet"]) == 1
+    locks = cluster.broker.rebalance_lock_manager
+    key = ("TopicL", "broker-a", 0)
+    assert locks.lock_owner("og", key) == "c1"
+    now = 10**13
+    assert locks.try_lock_batch("og", [key], "c2", now_ms=now) == [key]   # c1's lease expired long ago
