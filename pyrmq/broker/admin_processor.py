@@ -62,7 +62,6 @@ def register_admin_processors(table: ProcessorTable, ctl: BrokerController) -> N
                              required_str(request, "topicFilterType"),
                              optional_int(request, "topicSysFlag", 0) or 0, optional_bool(request, "order"))
         topics.update(config)
-        ctl.request_register_all()
         return request.response(ResponseCode.SUCCESS)
 
     def delete_topic(channel: Channel, request: RemotingCommand) -> RemotingCommand:
@@ -74,7 +73,6 @@ def register_admin_processors(table: ProcessorTable, ctl: BrokerController) -> N
         topics.delete(topic)
         ctl.consumer_offset_manager.remove_topic(topic)
         store.delete_topics({topic})
-        ctl.request_register_all()
         return request.response(ResponseCode.SUCCESS)
 
     def topic_stats(channel: Channel, request: RemotingCommand) -> RemotingCommand:

@@ -56,7 +56,8 @@ class BrokerController:
             auto_create_topic_enable=self.config.auto_create_topic_enable,
             default_topic_queue_nums=self.config.default_topic_queue_nums,
             cluster_topic_enable=self.config.cluster_topic_enable,
-            broker_topic_enable=self.config.broker_topic_enable)
+            broker_topic_enable=self.config.broker_topic_enable,
+            on_change=self.request_register_all)
         self.consumer_offset_manager = ConsumerOffsetManager(config_dir / "consumerOffset.json")
         self.subscription_group_manager = SubscriptionGroupManager(
             config_dir / "subscriptionGroup.json", self.config.auto_create_subscription_group)
@@ -110,7 +111,10 @@ class BrokerController:
         self.producer_manager.on_channel_closed(channel)
 
     def request_register_all(self) -> None:
-        self.registration.request_register_all()
+        # Called by the topic manager, which exists before the registration service.
+        registration = getattr(self, "registration", None)
+        if registration is not None:
+            registration.request_register_all()
 
     # --- lifecycle ------------------------------------------------------------------------
 

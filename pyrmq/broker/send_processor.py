@@ -193,7 +193,6 @@ class SendMessageProcessor:
             if topic_config is None:
                 return request.response(ResponseCode.TOPIC_NOT_EXIST,
                                         f"topic[{topic}] not exist, apply first please!{FAQ_URL}")
-            self.ctl.request_register_all()
         if not is_writeable(topic_config.perm):
             return request.response(ResponseCode.NO_PERMISSION,
                                     f"the topic[{topic}] sending message is forbidden")

@@ -8,7 +8,7 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from pyrmq.codec import fastjson
 from pyrmq.codec.errors import ProtocolError
@@ -115,8 +115,11 @@ class DataVersion:
 class TopicConfigManager:
     def __init__(self, path: str | Path, cluster_name: str, broker_name: str, *,
                  auto_create_topic_enable: bool = True, default_topic_queue_nums: int = 8,
-                 cluster_topic_enable: bool = True, broker_topic_enable: bool = True) -> None:
+                 cluster_topic_enable: bool = True, broker_topic_enable: bool = True,
+                 on_change: Callable[[], None] | None = None) -> None:
         self.path = Path(path)
+        # Every change reaches the NameServers at once (Java's registerBrokerAll after a change).
+        self.on_change = on_change
         self.auto_create_topic_enable = auto_create_topic_enable
         self.table: dict[str, TopicConfig] = {}
         self.data_version = DataVersion()
@@ -166,14 +169,18 @@ class TopicConfigManager:
 
     def update(self, config: TopicConfig) -> None:
         self.table[config.topic_name] = config
+        self._changed()
+
+    def _changed(self) -> None:
         self.data_version.next_version()
         self.persist()
+        if self.on_change is not None:
+            self.on_change()
 
     def delete(self, topic: str) -> bool:
         if self.table.pop(topic, None) is None:
             return False
-        self.data_version.next_version()
-        self.persist()
+        self._changed()
         return True
 
     def create_in_send(self, topic: str, default_topic: str, client_queue_nums: int,

@@ -13,7 +13,7 @@ from pyrmq.codec.errors import ProtocolError
 from pyrmq.codec.remoting import RemotingCommand
 from pyrmq.remoting.channel import Channel
 from pyrmq.remoting.dispatch import ProcessorTable, RequestError
-from pyrmq.remoting.headers import optional_bool, optional_int, optional_str, required_int, required_str
+from pyrmq.remoting.headers import optional_bool, optional_int, required_int, required_str
 
 if TYPE_CHECKING:
     from pyrmq.namesrv.controller import NamesrvController

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import zlib
 
-import pytest
 import trio
 
 from pyrmq.codec import fastjson
 from pyrmq.codec.codes import RequestCode
 from pyrmq.codec.remoting import make_request
-from pyrmq.namesrv.controller import NamesrvConfig, NamesrvController
 from pyrmq.namesrv.route_info import BROKER_CHANNEL_EXPIRED_MS, RouteInfoManager
 from pyrmq.remoting.client import RemotingClient
 
@@ -26,16 +24,6 @@ def register_request(broker_id: int = 0, addr: str = "192.168.0.10:10911", versi
         "brokerName": "broker-a", "brokerAddr": addr, "clusterName": "DefaultCluster",
         "haServerAddr": addr.replace("10911", "10912"), "brokerId": str(broker_id), "compressed": "false",
         "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF)}, body)
-
-
-@pytest.fixture
-async def namesrv(nursery, tmp_path):
-    ctl = NamesrvController(NamesrvConfig(listen_port=0, bind_address="127.0.0.1",
-                                          kv_config_path=str(tmp_path / "kvConfig.json")))
-    await nursery.start(ctl.run)
-    ctl.addr = f"127.0.0.1:{ctl.port}"
-    yield ctl
-    ctl.server.close()
 
 
 async def test_route_legacy_and_standard_forms(namesrv):
