@@ -11,6 +11,7 @@ import errno
 import fcntl
 import logging
 import os
+import re
 import struct
 import threading
 from typing import Callable
@@ -58,6 +59,8 @@ __all__ = [
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 MAX_TOPIC_LENGTH = 127  # 4.9.x broker limit (message.md §10)
+# Topic names become directory names: nothing outside RocketMQ's charset ever reaches a path.
+_VALID_TOPIC = re.compile(r"[%|a-zA-Z0-9_-]{1,255}")
 MAX_PROPERTIES_BYTES = 32767
 MIN_FILTER_SCAN_BYTES = 16000  # Java scans at least this many CQ bytes per pull
 
@@ -267,6 +270,8 @@ class DefaultMessageStore:
     # ------------------------------------------------------------------ put
 
     def _new_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        if not _VALID_TOPIC.fullmatch(topic) or queue_id < 0:
+            raise StoreError(f"refusing a consume queue for topic {topic[:64]!r} queue {queue_id}")
         return ConsumeQueue(topic, queue_id, self.config.consume_queue_dir(),
                             self.config.mapped_file_size_consume_queue)
 
@@ -279,7 +284,7 @@ class DefaultMessageStore:
     def _check(self, msg: MessageExtBrokerInner) -> PutMessageStatus | None:
         if self._shutdown:
             return PutMessageStatus.SERVICE_NOT_AVAILABLE
-        if len(msg.topic) > MAX_TOPIC_LENGTH:
+        if len(msg.topic) > MAX_TOPIC_LENGTH or not _VALID_TOPIC.fullmatch(msg.topic) or msg.queue_id < 0:
             return PutMessageStatus.MESSAGE_ILLEGAL
         # a code point is at most 4 UTF-8 bytes: encode only strings that might be too long
         if len(msg.properties_string) > MAX_PROPERTIES_BYTES // 4 and (
@@ -353,7 +358,11 @@ class DefaultMessageStore:
         tags_code = info.tags_code
         if info.topic == SCHEDULE_TOPIC:
             tags_code = self._schedule_tags_code(info.properties, info.store_timestamp, tags_code)
-        cq = self.find_consume_queue(info.topic, info.queue_id, create=True)
+        try:
+            cq = self.find_consume_queue(info.topic, info.queue_id, create=True)
+        except StoreError as exc:   # a record no broker could have written: keep it out of any path
+            log.warning("not dispatching record at %d: %s", info.commit_log_offset, exc)
+            return
         cq.put_unit(info.commit_log_offset, info.size, tags_code, info.queue_offset)
         if self.checkpoint is not None:
             self.checkpoint.logics_msg_timestamp = info.store_timestamp

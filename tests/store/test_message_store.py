@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+from pathlib import Path
+
 import pytest
 
 from pyrmq.codec.message import decode_messages, tags_string_to_tags_code
@@ -31,6 +33,11 @@ def fill(store, n, topic="TopicTest", queue_id=0, body=b"m", tags="TagA"):
 def test_put_validation(store, config):
     assert store.put_message(make_msg(topic="t" * 128)).status is PutMessageStatus.MESSAGE_ILLEGAL
     assert store.put_message(make_msg(topic="t" * 127)).is_ok()
+    # names are checked before any path is built from them
+    for bad in ("../escape", "a/b", "", "x\x00"):
+        assert store.put_message(make_msg(topic=bad)).status is PutMessageStatus.MESSAGE_ILLEGAL
+    assert not (Path(config.store_path_root_dir).parent / "escape").exists()
+    assert sorted(p.name for p in Path(config.consume_queue_dir()).iterdir()) == ["t" * 127]
     big_props = {"K": "v" * 32767}
     assert store.put_message(make_msg(props=big_props)).status is PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
     assert store.put_message(make_msg(props={"K": "😀" * 8300})).status is PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
