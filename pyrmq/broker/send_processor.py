@@ -42,11 +42,6 @@ log = logging.getLogger(__name__)
 
 FAQ_URL = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
-# SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE carry the V1 header under one-letter names.
-_V2_NAMES = {"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums",
-             "e": "queueId", "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties",
-             "j": "reconsumeTimes", "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch", "n": "bname"}
-
 _PUT_STATUS_RESPONSES: dict[PutMessageStatus, tuple[int, str | None]] = {
     PutMessageStatus.PUT_OK: (ResponseCode.SUCCESS, None),
     PutMessageStatus.FLUSH_DISK_TIMEOUT: (ResponseCode.FLUSH_DISK_TIMEOUT, None),
@@ -71,11 +66,26 @@ _PUT_STATUS_RESPONSES: dict[PutMessageStatus, tuple[int, str | None]] = {
 }
 
 
-def _header(request: RemotingCommand) -> dict[str, str]:
-    ext = request.ext_fields or {}
-    if "a" in ext and "producerGroup" not in ext:
-        return {_V2_NAMES.get(k, k): v for k, v in ext.items()}
-    return ext
+class _Keys:
+    """extFields names of one header flavour: V1 names, or the one-letter V2 names."""
+
+    __slots__ = ("producer_group", "topic", "default_topic", "default_topic_queue_nums", "queue_id",
+                 "sys_flag", "born_timestamp", "flag", "properties", "reconsume_times", "unit_mode", "batch")
+
+    def __init__(self, names: dict[str, str]) -> None:
+        for attr, name in names.items():
+            setattr(self, attr, name)
+
+
+_V1_KEYS = _Keys({"producer_group": "producerGroup", "topic": "topic", "default_topic": "defaultTopic",
+                  "default_topic_queue_nums": "defaultTopicQueueNums", "queue_id": "queueId",
+                  "sys_flag": "sysFlag", "born_timestamp": "bornTimestamp", "flag": "flag",
+                  "properties": "properties", "reconsume_times": "reconsumeTimes", "unit_mode": "unitMode",
+                  "batch": "batch"})
+# SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE carry the V1 header under one-letter names.
+_V2_KEYS = _Keys({"producer_group": "a", "topic": "b", "default_topic": "c", "default_topic_queue_nums": "d",
+                  "queue_id": "e", "sys_flag": "f", "born_timestamp": "g", "flag": "h", "properties": "i",
+                  "reconsume_times": "j", "unit_mode": "k", "batch": "m"})
 
 
 def _required(header: dict[str, str], name: str) -> str:
@@ -110,30 +120,34 @@ class SendMessageProcessor:
                                   "TRACE_ON": "true" if ctl.config.trace_on else "false"}
 
     def process(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
-        header = _header(request)
-        topic = _required(header, "topic")
-        _required(header, "producerGroup")
-        queue_id = _required_int(header, "queueId")
-        sys_flag = _required_int(header, "sysFlag")
-        born_timestamp = _required_int(header, "bornTimestamp")
-        flag = _required_int(header, "flag")
-        topic_config = self._check(request, header, topic, queue_id, sys_flag)
+        header = request.ext_fields or {}
+        keys = _V2_KEYS if "b" in header else _V1_KEYS
+        topic = _required(header, keys.topic)
+        _required(header, keys.producer_group)
+        queue_id = _required_int(header, keys.queue_id)
+        sys_flag = _required_int(header, keys.sys_flag)
+        born_timestamp = _required_int(header, keys.born_timestamp)
+        flag = _required_int(header, keys.flag)
+        topic_config = self._check(request, header, keys, topic, queue_id)
         if isinstance(topic_config, RemotingCommand):
             return topic_config
         if queue_id < 0:
             queue_id = random.randrange(max(1, topic_config.write_queue_nums))
         if topic_config.topic_filter_type == "MULTI_TAG":
             sys_flag |= MessageSysFlag.MULTI_TAGS_FLAG
-        properties = string_to_properties(header.get("properties"))
+        properties = string_to_properties(header.get(keys.properties))
         wait_store = properties.pop(MessageConst.PROPERTY_WAIT_STORE_MSG_OK, "true") != "false"
         properties[MessageConst.PROPERTY_CLUSTER] = self.cluster_name
         try:
             born_host = _split_addr(channel.remote_addr)
         except ValueError:
             born_host = ("0.0.0.0", 0)
-        reconsume_times = int(header.get("reconsumeTimes") or 0)
+        try:
+            reconsume_times = int(header.get(keys.reconsume_times) or 0)
+        except ValueError:
+            reconsume_times = 0
         body = request.body if request.body is not None else b""
-        is_batch = header.get("batch", "").lower() == "true"
+        is_batch = header.get(keys.batch, "").lower() == "true"
 
         if is_batch:
             if MessageSysFlag.transaction_value(sys_flag) != MessageSysFlag.TRANSACTION_NOT_TYPE:
@@ -159,8 +173,7 @@ class SendMessageProcessor:
             result = self.store.put_message(inner)
         return self._respond(channel, request, result, queue_id, wait_store)
 
-    def _check(self, request: RemotingCommand, header: dict[str, str], topic: str, queue_id: int,
-               sys_flag: int):
+    def _check(self, request: RemotingCommand, header: dict[str, str], keys: _Keys, topic: str, queue_id: int):
         broker = self.ctl.config
         if not is_writeable(broker.broker_permission):
             return request.response(ResponseCode.NO_PERMISSION,
@@ -175,7 +188,7 @@ class SendMessageProcessor:
             return request.response(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
         topic_config = self.topics.select(topic)
         if topic_config is None:
-            unit_mode = header.get("unitMode", "").lower() == "true"
+            unit_mode = header.get(keys.unit_mode, "").lower() == "true"
             topic_sys_flag = 1 if unit_mode else 0   # TopicSysFlag FLAG_UNIT
             if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 group = self.ctl.subscription_group_manager.find(topic[len(RETRY_GROUP_TOPIC_PREFIX):])
@@ -184,9 +197,9 @@ class SendMessageProcessor:
                                             f"subscription group not exist, {topic}")
                 topic_config = self.topics.create_in_send_back(topic, max(1, group.retry_queue_nums))
             else:
-                default_topic = header.get("defaultTopic") or "TBW102"
+                default_topic = header.get(keys.default_topic) or "TBW102"
                 try:
-                    queue_nums = int(header.get("defaultTopicQueueNums") or 4)
+                    queue_nums = int(header.get(keys.default_topic_queue_nums) or 4)
                 except ValueError:
                     queue_nums = 4
                 topic_config = self.topics.create_in_send(topic, default_topic, queue_nums, topic_sys_flag)
@@ -200,7 +213,7 @@ class SendMessageProcessor:
         if queue_id >= max_queues:
             return request.response(ResponseCode.SYSTEM_ERROR,
                                     f"request queueId[{queue_id}] is illegal, {topic_config.topic_name} "
-                                    f"Producer: {request.field('a') or request.field('producerGroup')}")
+                                    f"Producer: {header.get(keys.producer_group)}")
         return topic_config
 
     def _respond(self, channel: Channel, request: RemotingCommand, result: PutMessageResult,

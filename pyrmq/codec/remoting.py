@@ -162,11 +162,11 @@ def _json_ext_value(value: object) -> str:
 
 def _int_member(obj: dict, key: str, default: int | None = None) -> int:
     value = obj.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, str) and value.lstrip("-").isdigit():
-            return int(value)
-        raise ProtocolError(f"JSON header member {key!r} is not an integer")
-    return value
+    if type(value) is int:
+        return value
+    if isinstance(value, str) and value.lstrip("-").isdigit():
+        return int(value)
+    raise ProtocolError(f"JSON header member {key!r} is not an integer")
 
 
 def decode_json_header(data: bytes | memoryview) -> RemotingCommand:
@@ -192,7 +192,12 @@ def decode_json_header(data: bytes | memoryview) -> RemotingCommand:
     if raw_ext is None:
         ext = None
     elif isinstance(raw_ext, dict):
-        ext = {k: _json_ext_value(v) for k, v in raw_ext.items() if v is not None}
+        # Java and Go send strings only; C++ sends some numbers, converted as fastjson does.
+        ext = raw_ext
+        for value in raw_ext.values():
+            if type(value) is not str:
+                ext = {k: _json_ext_value(v) for k, v in raw_ext.items() if v is not None}
+                break
     else:
         raise ProtocolError("JSON header member 'extFields' is not an object")
     return RemotingCommand(
@@ -201,20 +206,22 @@ def decode_json_header(data: bytes | memoryview) -> RemotingCommand:
         version=_int_member(obj, "version", 0), serialize_type=SerializeType.JSON)
 
 
-_json_encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+_quote = json.encoder.encode_basestring   # the C escaper; non-ASCII stays raw, as fastjson writes it
 
 
 def encode_json_header(cmd: RemotingCommand) -> bytes:
-    # fastjson's layout: keys sorted, compact, null members omitted, every extFields value a
-    # string (C++ and Go clients only read string values).
-    obj: dict[str, object] = {"code": cmd.code, "flag": cmd.flag, "language": cmd.language,
-                              "opaque": cmd.opaque, "serializeTypeCurrentRPC": "JSON",
-                              "version": cmd.version}
-    if cmd.remark is not None:
-        obj["remark"] = cmd.remark
+    # fastjson's layout: members sorted, compact, null members omitted, every extFields value a
+    # string (C++ and Go clients only read string values).  Built by hand: this runs per response.
+    parts = [f'{{"code":{int(cmd.code)}']
     if cmd.ext_fields is not None:
-        obj["extFields"] = cmd.ext_fields
-    return _json_encoder.encode(obj).encode("utf-8")
+        parts.append(',"extFields":{')
+        parts.append(",".join(f"{_quote(k)}:{_quote(v)}" for k, v in cmd.ext_fields.items() if v is not None))
+        parts.append("}")
+    parts.append(f',"flag":{int(cmd.flag)},"language":{_quote(cmd.language)},"opaque":{int(cmd.opaque)}')
+    if cmd.remark is not None:
+        parts.append(f',"remark":{_quote(cmd.remark)}')
+    parts.append(f',"serializeTypeCurrentRPC":"JSON","version":{int(cmd.version)}}}')
+    return "".join(parts).encode("utf-8")
 
 
 # ---------------------------------------------------------------------------------------------
