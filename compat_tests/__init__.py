@@ -1,0 +1,1 @@
+"""Compatibility suite: the official RocketMQ Java clients against pyrmq and Apache RocketMQ."""

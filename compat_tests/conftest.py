@@ -1,0 +1,154 @@
+"""Fixtures of the compat suite: Java builds, servers, clients and unique names.
+
+Parameters (both are session-scoped, so one shared server serves every test of its kind):
+
+- ``server_kind``: ``pyrmq`` and/or ``apache``; ``--compat-servers`` or ``PYRMQ_COMPAT_SERVERS``
+  (comma-separated, default ``pyrmq,apache``).
+- ``client_kind``: ``client4`` (rocketmq-client 4.9.8) and/or ``client5`` (5.3.3);
+  ``--compat-clients`` or ``PYRMQ_COMPAT_CLIENTS`` (default both).
+
+A test marked ``compat_exclude(server, client)`` is deselected for that pair (not skipped): the
+pair is not a valid reference run (see the test's docstring).
+
+With ``CI=true`` a missing JDK or Maven fails the suite; elsewhere it skips with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from dataclasses import dataclass
+
+import pytest
+
+from compat_tests import build
+from compat_tests.javaclient import JavaClient
+from compat_tests.servers import ApacheServer, PyrmqServer, Server, ServerConfig, allocate_ports
+
+SERVER_KINDS = ("pyrmq", "apache")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("compat", "RocketMQ client compatibility suite")
+    group.addoption("--compat-servers", default=None,
+                    help="servers to run against, comma-separated: pyrmq,apache "
+                         "(default: $PYRMQ_COMPAT_SERVERS or pyrmq,apache)")
+    group.addoption("--compat-clients", default=None,
+                    help="Java client versions, comma-separated: client4,client5 "
+                         "(default: $PYRMQ_COMPAT_CLIENTS or client4,client5)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "compat_exclude(server, client): deselect this (server, client) pair")
+
+
+def _selected(config: pytest.Config, what: str, known: tuple[str, ...]) -> list[str]:
+    raw = config.getoption(f"--compat-{what}") or os.environ.get(f"PYRMQ_COMPAT_{what.upper()}") or ",".join(known)
+    chosen = [s.strip() for s in raw.split(",") if s.strip()]
+    unknown = sorted(set(chosen) - set(known))
+    if unknown:
+        raise pytest.UsageError(f"unknown compat {what}: {unknown}; known: {list(known)}")
+    return chosen
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "server_kind" in metafunc.fixturenames:
+        metafunc.parametrize("server_kind", _selected(metafunc.config, "servers", SERVER_KINDS), scope="session")
+    if "client_kind" in metafunc.fixturenames:
+        metafunc.parametrize("client_kind", _selected(metafunc.config, "clients", build.CLIENT_FLAVORS),
+                             scope="session")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    keep, drop = [], []
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        pair = (params.get("server_kind"), params.get("client_kind"))
+        if any(tuple(m.args) == pair for m in item.iter_markers("compat_exclude")):
+            drop.append(item)
+        else:
+            keep.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+# ------------------------------------------------------------------------------------- builds
+
+@pytest.fixture(scope="session")
+def java_toolchain() -> None:
+    try:
+        build.require_tools()
+    except build.ToolMissing as exc:
+        if build.in_ci():
+            pytest.fail(f"{exc} (CI=true: the compat suite must run in CI)", pytrace=False)
+        pytest.skip(str(exc))
+
+
+def _built(fn, *args) -> build.JavaBuild:
+    try:
+        return fn(*args)
+    except (build.BuildFailed, OSError) as exc:
+        pytest.fail(f"Maven build for the compat suite failed: {exc}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def reference_build(java_toolchain) -> build.JavaBuild:
+    return _built(build.build_reference)
+
+
+@pytest.fixture(scope="session")
+def java_client(client_kind: str, java_toolchain, tmp_path_factory) -> JavaClient:
+    return JavaClient(_built(build.build_client, client_kind), tmp_path_factory.mktemp(f"{client_kind}-runs"))
+
+
+# ------------------------------------------------------------------------------------- servers
+
+def _start_server(kind: str, request: pytest.FixtureRequest, tmp_path_factory,
+                  flush_disk_type: str = "ASYNC_FLUSH") -> Server:
+    config = ServerConfig(tmp_path_factory.mktemp(f"{kind}-server"), allocate_ports(),
+                          flush_disk_type=flush_disk_type)
+    if kind == "apache":
+        srv: Server = ApacheServer(config, request.getfixturevalue("reference_build").classpath)
+    else:
+        srv = PyrmqServer(config)
+    request.addfinalizer(srv.close)  # before start: a server that fails to start is stopped too
+    srv.start()
+    return srv
+
+
+@pytest.fixture(scope="session")
+def server(server_kind: str, java_toolchain, request, tmp_path_factory) -> Server:
+    """One server per kind, shared by every test that only needs its own topics and groups."""
+    return _start_server(server_kind, request, tmp_path_factory)
+
+
+@pytest.fixture
+def server_factory(server_kind: str, java_toolchain, request, tmp_path_factory):
+    """Servers of this test alone (restart and kill scenarios); stopped at the test's end."""
+
+    def make(flush_disk_type: str = "ASYNC_FLUSH") -> Server:
+        return _start_server(server_kind, request, tmp_path_factory, flush_disk_type)
+
+    return make
+
+
+# ------------------------------------------------------------------------------------- names
+
+@dataclass(frozen=True)
+class Names:
+    topic: str
+    group: str
+
+    def another_group(self, suffix: str) -> str:
+        return f"{self.group}_{suffix}"
+
+
+@pytest.fixture
+def names(request) -> Names:
+    """A topic and a consumer group no other test (or earlier run on a kept store) uses."""
+    base = re.sub(r"[^A-Za-z0-9]", "", request.node.originalname.removeprefix("test_"))[:40]
+    tag = uuid.uuid4().hex[:8]
+    return Names(topic=f"T_{base}_{tag}", group=f"G_{base}_{tag}")

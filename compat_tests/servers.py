@@ -1,0 +1,443 @@
+"""The servers a compat scenario runs against: pyrmq (ours) and Apache RocketMQ (the reference).
+
+Both are driven through one interface, :class:`Server`: ``start``, ``stop`` (SIGTERM, wait),
+``kill`` (SIGKILL), ``restart`` (same store directory, same ports) and ``namesrv_addr``. Each
+server lives in its own work directory and on its own free loopback ports, so several can run
+side by side and a restarted one comes back exactly where it was.
+
+The readiness probe speaks the remoting protocol itself (a JSON-header GET_ROUTEINFO_BY_TOPIC for
+TBW102 to the NameServer) instead of importing pyrmq's codec: the harness must not share code
+with the server it judges.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+LOOPBACK = "127.0.0.1"
+CLUSTER_NAME = "DefaultCluster"
+BROKER_NAME = "broker-a"
+AUTO_CREATE_TOPIC_KEY = "TBW102"
+
+# Ports are drawn below the kernel's ephemeral range (32768+ on Linux), so that no client
+# connection can take one of them while a server is down between stop and restart.
+PORT_RANGE = (20000, 32000)
+
+START_TIMEOUT_S = 90.0   # Apache on a busy 2-core CI machine: JVM start + store load + register
+STOP_TIMEOUT_S = 30.0    # graceful stop; Apache's shutdown hook flushes and unregisters
+PROBE_TIMEOUT_S = 2.0
+
+GET_ROUTEINFO_BY_TOPIC = 105
+GET_MAX_OFFSET = 30
+# The version our probe claims: V4_9_8 in MQVersion.Version's ordering.
+PROBE_CLIENT_VERSION = 409
+
+
+# --------------------------------------------------------------------------------------- ports
+
+@dataclass(frozen=True)
+class Ports:
+    """A broker binds listen, listen - 2 (the "fast"/VIP port) and listen + 1 (HA)."""
+
+    namesrv: int
+    listen: int
+
+    @property
+    def fast(self) -> int:
+        return self.listen - 2
+
+    @property
+    def ha(self) -> int:
+        return self.listen + 1
+
+    def all(self) -> tuple[int, ...]:
+        return (self.namesrv, self.fast, self.listen - 1, self.listen, self.ha)
+
+
+def _port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((LOOPBACK, port))
+        except OSError:
+            return False
+    # Apache binds the wildcard address; a port taken there is not free either.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
+
+
+def allocate_ports() -> Ports:
+    """A NameServer port and a block of four free broker ports (fast, unused, listen, ha)."""
+    rng = random.Random()
+    for _ in range(500):
+        base = rng.randrange(PORT_RANGE[0], PORT_RANGE[1] - 8)
+        ports = Ports(namesrv=base, listen=base + 4)
+        if all(_port_is_free(p) for p in ports.all()):
+            return ports
+    raise RuntimeError(f"no free block of loopback ports in {PORT_RANGE}")
+
+
+# --------------------------------------------------------------------------------------- probe
+
+class ProbeError(Exception):
+    pass
+
+
+def remoting_call(addr: tuple[str, int], code: int, ext_fields: dict[str, str] | None = None,
+                  timeout: float = PROBE_TIMEOUT_S) -> tuple[dict, bytes]:
+    """One request with a JSON header; returns (response header, body)."""
+    header = json.dumps({"code": code, "extFields": ext_fields or {}, "flag": 0, "language": "JAVA",
+                         "opaque": 1, "serializeTypeCurrentRPC": "JSON",
+                         "version": PROBE_CLIENT_VERSION}).encode()
+    frame = struct.pack(">II", 4 + len(header), len(header)) + header
+    with socket.create_connection(addr, timeout=timeout) as s:
+        s.settimeout(timeout)
+        s.sendall(frame)
+
+        def read(n: int) -> bytes:
+            buf = bytearray()
+            while len(buf) < n:
+                chunk = s.recv(n - len(buf))
+                if not chunk:
+                    raise ProbeError(f"{addr}: connection closed after {len(buf)} of {n} bytes")
+                buf += chunk
+            return bytes(buf)
+
+        (total,) = struct.unpack(">I", read(4))
+        if not 4 <= total <= 16 * 1024 * 1024:
+            raise ProbeError(f"{addr}: implausible frame length {total}")
+        data = read(total)
+    (mark,) = struct.unpack(">I", data[:4])
+    header_len = mark & 0xFFFFFF
+    if mark >> 24 != 0:
+        raise ProbeError(f"{addr}: response header is not JSON (serialize type {mark >> 24})")
+    return json.loads(data[4:4 + header_len]), data[4 + header_len:]
+
+
+# --------------------------------------------------------------------------------------- config
+
+@dataclass(frozen=True)
+class ServerConfig:
+    workdir: Path
+    ports: Ports
+    flush_disk_type: str = "ASYNC_FLUSH"
+    # 64 MiB commit log files keep a temp store small (Apache's default is 1 GiB).
+    mapped_file_size_commit_log: int = 64 * 1024 * 1024
+
+    @property
+    def store_dir(self) -> Path:
+        return self.workdir / "store"
+
+    @property
+    def home(self) -> Path:
+        """Stands in for ~ (Apache writes ~/logs, ~/store, ~/namesrv)."""
+        return self.workdir / "home"
+
+    def broker_conf(self, extra: dict[str, str] | None = None) -> str:
+        """broker.conf with Apache RocketMQ's keys: the one contract both servers read."""
+        keys = {
+            "brokerClusterName": CLUSTER_NAME,
+            "brokerName": BROKER_NAME,
+            "brokerId": "0",
+            "listenPort": str(self.ports.listen),
+            "haListenPort": str(self.ports.ha),
+            "brokerIP1": LOOPBACK,
+            "namesrvAddr": f"{LOOPBACK}:{self.ports.namesrv}",
+            "storePathRootDir": str(self.store_dir),
+            "flushDiskType": self.flush_disk_type,
+            "autoCreateTopicEnable": "true",
+            "autoCreateSubscriptionGroup": "true",
+            "mappedFileSizeCommitLog": str(self.mapped_file_size_commit_log),
+        }
+        keys.update(extra or {})
+        return "".join(f"{k}={v}\n" for k, v in keys.items())
+
+
+# --------------------------------------------------------------------------------------- servers
+
+class Server(ABC):
+    """A NameServer plus one master broker, run as child processes of the test session."""
+
+    kind: str
+    # Exit codes that count as a graceful stop after SIGTERM.
+    graceful_exit_codes: frozenset[int] = frozenset({0})
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.config.workdir.mkdir(parents=True, exist_ok=True)
+        self.config.home.mkdir(parents=True, exist_ok=True)
+        self.starts = 0
+
+    # -- addresses
+    @property
+    def namesrv_addr(self) -> str:
+        return f"{LOOPBACK}:{self.config.ports.namesrv}"
+
+    @property
+    def broker_addr(self) -> str:
+        return f"{LOOPBACK}:{self.config.ports.listen}"
+
+    # -- lifecycle
+    @abstractmethod
+    def _processes(self) -> list[subprocess.Popen]:
+        """Running child processes, broker last."""
+
+    @abstractmethod
+    def _launch(self) -> None:
+        """Start whatever is not running."""
+
+    @abstractmethod
+    def _broker_process(self) -> subprocess.Popen | None:
+        ...
+
+    @abstractmethod
+    def log_tail(self, lines: int = 40) -> str:
+        ...
+
+    def start(self, timeout: float = START_TIMEOUT_S) -> None:
+        self.starts += 1
+        self._launch()
+        self.wait_ready(timeout)
+
+    def stop(self, timeout: float = STOP_TIMEOUT_S) -> list[int]:
+        """SIGTERM every process (broker first), wait; SIGKILL what outlives the timeout."""
+        codes = []
+        for proc in reversed(self._processes()):
+            codes.append(_terminate(proc, timeout))
+        return codes
+
+    def kill(self) -> None:
+        """SIGKILL the broker process (for pyrmq standalone that is the NameServer as well)."""
+        proc = self._broker_process()
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+
+    def restart(self, timeout: float = START_TIMEOUT_S) -> list[int]:
+        codes = self.stop()
+        self.start(timeout)
+        return codes
+
+    def close(self) -> None:
+        """Finalizer: SIGKILL whatever still runs. Graceful stops are asserted where they matter
+        (the restart scenario); at teardown they would only cost time (Apache takes ~8 s)."""
+        for proc in self._processes():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+    # -- readiness
+    def _extra_ready(self) -> bool:
+        return True
+
+    def wait_ready(self, timeout: float) -> None:
+        """Until the NameServer routes TBW102 to our broker and the broker answers a request."""
+        deadline = time.monotonic() + timeout
+        last_error = "not probed yet"
+        while time.monotonic() < deadline:
+            for proc in self._processes():
+                if proc.poll() is not None:
+                    raise RuntimeError(f"{self.kind} exited with {proc.returncode} while starting\n"
+                                       f"{self.log_tail()}")
+            try:
+                header, body = remoting_call((LOOPBACK, self.config.ports.namesrv), GET_ROUTEINFO_BY_TOPIC,
+                                             {"topic": AUTO_CREATE_TOPIC_KEY})
+                if header.get("code") != 0 or f'"{self.broker_addr}"' not in body.decode("utf-8", "replace"):
+                    last_error = f"route of TBW102: code {header.get('code')} body {body[:200]!r}"
+                else:
+                    remoting_call((LOOPBACK, self.config.ports.listen), GET_MAX_OFFSET,
+                                  {"topic": AUTO_CREATE_TOPIC_KEY, "queueId": "0"})
+                    if self._extra_ready():
+                        return
+                    last_error = "broker has not reported boot success"
+            except (OSError, ProbeError, ValueError) as exc:
+                last_error = repr(exc)
+            time.sleep(0.1)
+        raise RuntimeError(f"{self.kind} not ready after {timeout:.0f}s: {last_error}\n{self.log_tail()}")
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} namesrv={self.namesrv_addr} broker={self.broker_addr}>"
+
+
+def _terminate(proc: subprocess.Popen, timeout: float) -> int:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            log.warning("pid %s ignored SIGTERM for %.0fs; killing", proc.pid, timeout)
+            proc.kill()
+            proc.wait()
+    return proc.returncode
+
+
+def _tail(path: Path, lines: int) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()[-lines:]
+    except OSError:
+        return f"({path}: no output)"
+    return f"--- {path}\n" + "\n".join(text)
+
+
+class PyrmqServer(Server):
+    """``python -m pyrmq standalone -c broker.conf --namesrv-port P``: NameServer and broker in one."""
+
+    kind = "pyrmq"
+
+    def __init__(self, config: ServerConfig, python: str = sys.executable) -> None:
+        super().__init__(config)
+        self.python = python
+        self.proc: subprocess.Popen | None = None
+        self.conf_path = config.workdir / "broker.conf"
+        self.conf_path.write_text(config.broker_conf())
+        self.out_path = config.workdir / "pyrmq.out"
+
+    def command(self) -> list[str]:
+        return [self.python, "-m", "pyrmq", "standalone", "-c", str(self.conf_path),
+                "--namesrv-port", str(self.config.ports.namesrv)]
+
+    def _processes(self) -> list[subprocess.Popen]:
+        return [self.proc] if self.proc is not None else []
+
+    def _broker_process(self) -> subprocess.Popen | None:
+        return self.proc
+
+    def _launch(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            return
+        env = dict(os.environ, HOME=str(self.config.home))
+        with open(self.out_path, "ab") as out:
+            out.write(f"=== start {self.starts}: {' '.join(self.command())}\n".encode())
+            out.flush()
+            self.proc = subprocess.Popen(self.command(), cwd=self.config.workdir, env=env,
+                                         stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+
+    def log_tail(self, lines: int = 40) -> str:
+        return _tail(self.out_path, lines)
+
+
+# JVM flags for Apache RocketMQ 4.9.x on JDK 9+: its MappedFile unmaps through internal NIO API.
+JAVA_OPENS = [
+    "--add-opens=java.base/java.nio=ALL-UNNAMED",
+    "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens=java.base/java.lang=ALL-UNNAMED",
+    "--add-opens=java.base/java.util=ALL-UNNAMED",
+    "--add-opens=java.base/jdk.internal.ref=ALL-UNNAMED",
+    "--add-exports=java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-exports=java.base/jdk.internal.ref=ALL-UNNAMED",
+]
+
+LOGBACK_TEMPLATE = """<configuration>
+  <appender name="FILE" class="ch.qos.logback.core.FileAppender">
+    <file>{log_file}</file>
+    <encoder><pattern>%d{{HH:mm:ss.SSS}} %-5level [%thread] %logger{{24}} - %msg%n</pattern></encoder>
+  </appender>
+  <root level="INFO"><appender-ref ref="FILE"/></root>
+</configuration>
+"""
+
+
+class ApacheServer(Server):
+    """Apache RocketMQ's NamesrvStartup and BrokerStartup from the Maven Central jars."""
+
+    kind = "apache"
+    # The JVM exits 143 on SIGTERM after running its shutdown hooks.
+    graceful_exit_codes = frozenset({0, 143})
+    BOOT_SUCCESS = b"boot success"
+
+    def __init__(self, config: ServerConfig, classpath: str, java: str = "java") -> None:
+        super().__init__(config)
+        self.classpath = classpath
+        self.java = java
+        self.namesrv: subprocess.Popen | None = None
+        self.broker: subprocess.Popen | None = None
+        self.broker_boots_seen = 0
+        conf_dir = config.home / "conf"
+        conf_dir.mkdir(parents=True, exist_ok=True)
+        # BrokerStartup/NamesrvStartup read $ROCKETMQ_HOME/conf/logback_{broker,namesrv}.xml.
+        for role in ("broker", "namesrv"):
+            (conf_dir / f"logback_{role}.xml").write_text(
+                LOGBACK_TEMPLATE.format(log_file=config.workdir / "logs" / f"{role}.log"))
+        self.namesrv_conf = config.workdir / "namesrv.conf"
+        self.namesrv_conf.write_text(f"listenPort={config.ports.namesrv}\n")
+        self.broker_conf = config.workdir / "broker.conf"
+        self.broker_conf.write_text(config.broker_conf({
+            # Apache's default is ~/store/commitlog whatever storePathRootDir says.
+            "storePathCommitLog": str(config.store_dir / "commitlog"),
+            # Do not refuse writes with "broker busy" on a loaded 2-core machine: the defaults
+            # (200 ms in the send queue, 1 s per page-cache write) are tuned for servers.
+            "waitTimeMillsInSendQueue": "5000",
+            "osPageCacheBusyTimeOutMills": "5000",
+            "diskMaxUsedSpaceRatio": "95",
+        }))
+        self.namesrv_out = config.workdir / "namesrv.out"
+        self.broker_out = config.workdir / "broker.out"
+
+    def _jvm(self) -> list[str]:
+        home = self.config.home
+        return [self.java, "-Xms256m", "-Xmx256m", "-XX:MaxDirectMemorySize=256m", "-XX:+UseSerialGC",
+                f"-Duser.home={home}", f"-Drocketmq.home.dir={home}",
+                # The store refuses writes when the disk is fuller than this (default 90 %).
+                "-Drocketmq.broker.diskSpaceWarningLevelRatio=0.98",
+                "-Drocketmq.broker.diskSpaceCleanForciblyRatio=0.98",
+                *JAVA_OPENS, "-cp", self.classpath]
+
+    def _spawn(self, argv: list[str], out_path: Path) -> subprocess.Popen:
+        env = dict(os.environ, ROCKETMQ_HOME=str(self.config.home))
+        with open(out_path, "ab") as out:
+            out.write(f"=== start {self.starts}\n".encode())
+            out.flush()
+            return subprocess.Popen(argv, cwd=self.config.workdir, env=env, stdin=subprocess.DEVNULL,
+                                    stdout=out, stderr=subprocess.STDOUT)
+
+    def _processes(self) -> list[subprocess.Popen]:
+        return [p for p in (self.namesrv, self.broker) if p is not None]
+
+    def _broker_process(self) -> subprocess.Popen | None:
+        return self.broker
+
+    def _launch(self) -> None:
+        if self.namesrv is None or self.namesrv.poll() is not None:
+            self.namesrv = self._spawn(
+                self._jvm() + ["org.apache.rocketmq.namesrv.NamesrvStartup", "-c", str(self.namesrv_conf)],
+                self.namesrv_out)
+        if self.broker is None or self.broker.poll() is not None:
+            self.broker_boots_seen = self._boot_lines()
+            self.broker = self._spawn(
+                self._jvm() + ["org.apache.rocketmq.broker.BrokerStartup", "-c", str(self.broker_conf),
+                               "-n", self.namesrv_addr],
+                self.broker_out)
+
+    def _boot_lines(self) -> int:
+        try:
+            return self.broker_out.read_bytes().count(self.BOOT_SUCCESS)
+        except OSError:
+            return 0
+
+    def _extra_ready(self) -> bool:
+        # After a restart the NameServer may still route to the old broker for a moment; the
+        # new one prints "boot success" only once it has registered itself.
+        return self._boot_lines() > self.broker_boots_seen
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(_tail(p, lines) for p in (
+            self.namesrv_out, self.broker_out, self.config.workdir / "logs" / "broker.log"))
