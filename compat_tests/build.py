@@ -40,10 +40,10 @@ def in_ci() -> bool:
 
 
 def require_tools() -> None:
-    missing = [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
+    missing = [tool for tool in ("java", "javac", "mvn") if shutil.which(tool) is None]
     if missing:
         raise ToolMissing(
-            f"compat tests need a JDK (java, 11+) and Maven (mvn) on PATH; missing: {', '.join(missing)}")
+            f"compat tests need a JDK 11+ (java, javac) and Maven (mvn) on PATH; missing: {', '.join(missing)}")
 
 
 @dataclass(frozen=True)

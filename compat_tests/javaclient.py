@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from compat_tests.build import JavaBuild
+from compat_tests.servers import die_with_parent
 
 RUNNER_CLASS = "pyrmq.compat.ScenarioRunner"
 DEFAULT_DEADLINE_MS = 90_000
@@ -105,7 +106,7 @@ class JavaClient:
         out_path, err_path = self._paths(scenario)
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
             proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                    cwd=self.workdir)
+                                    cwd=self.workdir, preexec_fn=die_with_parent)
         deadline_s = int(options.get("deadline_ms", DEFAULT_DEADLINE_MS)) / 1000 + SUBPROCESS_GRACE_S
         return RunningScenario(argv, proc, out_path, err_path, deadline_s)
 

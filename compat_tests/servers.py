@@ -278,6 +278,16 @@ class Server(ABC):
         return f"<{type(self).__name__} namesrv={self.namesrv_addr} broker={self.broker_addr}>"
 
 
+def die_with_parent() -> None:
+    """preexec_fn: the child gets SIGKILL when the test session dies (Linux PR_SET_PDEATHSIG), so
+    a killed pytest (a CI time limit, kill -9) leaves no broker or JVM behind."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 def _terminate(proc: subprocess.Popen, timeout: float) -> int:
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
@@ -329,7 +339,8 @@ class PyrmqServer(Server):
             out.write(f"=== start {self.starts}: {' '.join(self.command())}\n".encode())
             out.flush()
             self.proc = subprocess.Popen(self.command(), cwd=self.config.workdir, env=env,
-                                         stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+                                         stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                         preexec_fn=die_with_parent)
 
     def log_tail(self, lines: int = 40) -> str:
         return _tail(self.out_path, lines)
@@ -407,7 +418,7 @@ class ApacheServer(Server):
             out.write(f"=== start {self.starts}\n".encode())
             out.flush()
             return subprocess.Popen(argv, cwd=self.config.workdir, env=env, stdin=subprocess.DEVNULL,
-                                    stdout=out, stderr=subprocess.STDOUT)
+                                    stdout=out, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
 
     def _processes(self) -> list[subprocess.Popen]:
         return [p for p in (self.namesrv, self.broker) if p is not None]
