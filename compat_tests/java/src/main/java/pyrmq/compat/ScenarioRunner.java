@@ -590,6 +590,16 @@ public final class ScenarioRunner {
                 // Idle first, so that every queue's pull request is suspended at the broker.
                 Thread.sleep(o.millis("idle-ms", 1500));
                 Message m = message(o, a);
+                // How long ago each queue's current pull request left the client. A broker that
+                // holds (suspends) pulls leaves these old; one that answers at once makes the
+                // client pull again and again, and then they are a few ms.
+                List<Long> pullAges = new ArrayList<>();
+                long now = System.currentTimeMillis();
+                c.getDefaultMQPushConsumerImpl().getRebalanceImpl().getProcessQueueTable().forEach((mq, pq) -> {
+                    if (mq.getTopic().equals(topic) && !pq.isDropped()) {
+                        pullAges.add(now - pq.getLastPullTimestamp());
+                    }
+                });
                 long t0 = System.currentTimeMillis();
                 SendResult r = p.send(m);
                 long t1 = System.currentTimeMillis();
@@ -601,7 +611,8 @@ public final class ScenarioRunner {
                 }
                 Json.event("latency").put("attempt", a).put("body", body(m))
                     .put("queueId", r.getMessageQueue().getQueueId()).put("sendStart", t0).put("sendReturn", t1)
-                    .put("received", tr).put("deltaMs", tr == null ? null : tr - t1).emit();
+                    .put("received", tr).put("deltaMs", tr == null ? null : tr - t1).put("pullAgesMs", pullAges)
+                    .emit();
             }
         } finally {
             p.shutdown();
