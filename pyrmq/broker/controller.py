@@ -14,6 +14,7 @@ from pyrmq.broker.admin_processor import register_admin_processors
 from pyrmq.broker.client_manager import ConsumerManager, ProducerManager
 from pyrmq.broker.client_processor import register_client_processors
 from pyrmq.broker.config import BrokerRole, LoadedConfig
+from pyrmq.broker.consumer_admin_processor import register_consumer_admin_processors
 from pyrmq.broker.flush_service import FlushService
 from pyrmq.broker.namesrv_registration import NamesrvRegistration
 from pyrmq.broker.offsets_and_groups import ConsumerOffsetManager, SubscriptionGroupManager
@@ -92,6 +93,7 @@ class BrokerController:
             table.register(RequestCode.LITE_PULL_MESSAGE, self.pull_processor.process)
         register_client_processors(table, self)
         register_admin_processors(table, self)
+        register_consumer_admin_processors(table, self)
         return table
 
     # --- hooks ----------------------------------------------------------------------------

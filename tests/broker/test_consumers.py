@@ -187,3 +187,47 @@ async def test_lock_batch_mq_and_expiry(cluster):
     assert locks.lock_owner("og", key) == "c1"
     now = 10**13
     assert locks.try_lock_batch("og", [key], "c2", now_ms=now) == [key]   # c1's lease expired long ago
+
+
+async def test_consume_stats_connections_and_reset_offset(cluster):
+    resets = []
+    table = ProcessorTable("client")
+    table.register(220, lambda ch, req: resets.append((req.ext_fields, fastjson.loads(req.body))))
+    table.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, lambda ch, req: None)
+    inv = cluster.client.invoke
+    with trio.fail_after(10):
+        for i in range(3):
+            await send(cluster.client, cluster.broker_addr, "TopicRS", f"m{i}".encode(), queue_id=0)
+        await inv(cluster.broker_addr, make_request(RequestCode.UPDATE_CONSUMER_OFFSET, {
+            "consumerGroup": "rsg", "topic": "TopicRS", "queueId": "0", "commitOffset": "2"}))
+        for q in (1, 2, 3):
+            await inv(cluster.broker_addr, make_request(RequestCode.UPDATE_CONSUMER_OFFSET, {
+                "consumerGroup": "rsg", "topic": "TopicRS", "queueId": str(q), "commitOffset": "0"}))
+        stats = await inv(cluster.broker_addr, make_request(RequestCode.GET_CONSUME_STATS, {"consumerGroup": "rsg"}))
+        parsed = fastjson.loads(stats.body)
+        assert stats.body.startswith(b'{"consumeTps":0.0,"offsetTable":{{"brokerName":"broker-a","queueId":0,"topic":"TopicRS"}:')
+        q0 = parsed["offsetTable"][fastjson.ObjectKey.of({"brokerName": "broker-a", "queueId": 0, "topic": "TopicRS"})]
+        assert (q0["brokerOffset"], q0["consumerOffset"]) == (3, 2) and q0["lastTimestamp"] > 0
+
+        offline = await inv(cluster.broker_addr, make_request(RequestCode.GET_CONSUMER_CONNECTION_LIST,
+                                                              {"consumerGroup": "rsg"}))
+        assert (offline.code, offline.remark) == (206, "the consumer group not online")
+        reset_header = {"topic": "TopicRS", "group": "rsg", "timestamp": "0", "isForce": "true"}
+        offline = await inv(cluster.broker_addr, make_request(222, dict(reset_header)))
+        assert offline.code == 206
+
+        async with RemotingClient(table) as consumer:
+            await consumer.invoke(cluster.broker_addr, make_request(
+                RequestCode.HEART_BEAT, body=heartbeat("rsg", "10.0.0.9@9", "TopicRS")))
+            conns = await inv(cluster.broker_addr, make_request(RequestCode.GET_CONSUMER_CONNECTION_LIST,
+                                                                {"consumerGroup": "rsg"}))
+            conn = fastjson.loads(conns.body)
+            assert conn["connectionSet"][0]["clientId"] == "10.0.0.9@9"
+            assert conn["messageModel"] == "CLUSTERING" and "TopicRS" in conn["subscriptionTable"]
+            reset = await inv(cluster.broker_addr, make_request(222, dict(reset_header)))
+            assert reset.code == 0
+            while not resets:
+                await trio.sleep(0.005)
+        header, body = resets[0]
+        assert header == {"topic": "TopicRS", "group": "rsg", "timestamp": "0"}
+        assert body["offsetTable"][fastjson.ObjectKey.of({"brokerName": "broker-a", "queueId": 0, "topic": "TopicRS"})] == 0

@@ -1,0 +1,108 @@
+"""Consumer administration used by mqadmin and DefaultMQAdminExt: GET_CONSUME_STATS (208),
+GET_CONSUMER_CONNECTION_LIST (203), INVOKE_BROKER_TO_RESET_OFFSET (222) -> RESET_CONSUMER_CLIENT_OFFSET
+(220) to every client of the group (spec/codes.md sections 5 and 6)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyrmq.codec import fastjson
+from pyrmq.codec.codes import RequestCode, ResponseCode
+from pyrmq.codec.remoting import RemotingCommand, make_request
+from pyrmq.remoting.channel import Channel
+from pyrmq.remoting.dispatch import ProcessorTable
+from pyrmq.remoting.headers import optional_bool, optional_str, required_int, required_str
+
+if TYPE_CHECKING:
+    from pyrmq.broker.controller import BrokerController
+
+INVOKE_BROKER_TO_RESET_OFFSET = 222
+RESET_CONSUMER_CLIENT_OFFSET = 220
+# Clients older than V3_0_7_SNAPSHOT cannot reset offsets on request.
+MIN_RESET_CLIENT_VERSION = 28
+
+
+def register_consumer_admin_processors(table: ProcessorTable, ctl: BrokerController) -> None:
+    store = ctl.store
+    topics = ctl.topic_config_manager
+    offsets = ctl.consumer_offset_manager
+    broker_name = ctl.config.broker_name
+
+    def mq_key(topic: str, queue_id: int) -> fastjson.ObjectKey:
+        return fastjson.ObjectKey.of({"brokerName": broker_name, "queueId": queue_id, "topic": topic})
+
+    def consume_stats(channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        group = required_str(request, "consumerGroup")
+        topic = optional_str(request, "topic")
+        if topic:
+            topic_list = [topic]
+        else:
+            suffix = "@" + group
+            topic_list = [key[:-len(suffix)] for key in offsets.offset_table if key.endswith(suffix)]
+        offset_table = {}
+        for name in topic_list:
+            config = topics.select(name)
+            if config is None:
+                continue
+            for queue_id in range(config.read_queue_nums):
+                broker_offset = max(0, store.get_max_offset_in_queue(name, queue_id))
+                consumer_offset = max(0, offsets.query_offset(group, name, queue_id))
+                last = 0
+                if consumer_offset > 0:
+                    last = max(0, store.get_message_store_timestamp(name, queue_id, consumer_offset - 1))
+                offset_table[mq_key(name, queue_id)] = {"brokerOffset": broker_offset,
+                                                        "consumerOffset": consumer_offset, "lastTimestamp": last}
+        return request.response(ResponseCode.SUCCESS,
+                                body=fastjson.dumps({"consumeTps": 0.0, "offsetTable": offset_table}).encode())
+
+    def connection_list(channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        group = required_str(request, "consumerGroup")
+        info = ctl.consumer_manager.groups.get(group)
+        if info is None or not info.channels:
+            return request.response(ResponseCode.CONSUMER_NOT_ONLINE, "the consumer group not online")
+        body = {"connectionSet": [{"clientAddr": ch.remote_addr, "clientId": c.client_id, "language": c.language,
+                                   "version": c.version} for ch, c in info.channels.items()],
+                "consumeFromWhere": info.consume_from_where, "consumeType": info.consume_type,
+                "messageModel": info.message_model,
+                "subscriptionTable": {t: s.to_json() for t, s in info.subscriptions.items()}}
+        return request.response(ResponseCode.SUCCESS, body=fastjson.dumps(body).encode())
+
+    def reset_offset(channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        topic = required_str(request, "topic")
+        group = required_str(request, "group")
+        timestamp = required_int(request, "timestamp")
+        is_force = optional_bool(request, "isForce")
+        config = topics.select(topic)
+        if config is None:
+            return request.response(ResponseCode.SYSTEM_ERROR,
+                                    f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}")
+        offset_table = {}
+        for queue_id in range(config.write_queue_nums):
+            consumer_offset = offsets.query_offset(group, topic, queue_id)
+            if consumer_offset == -1:
+                return request.response(ResponseCode.SYSTEM_ERROR, f"THe consumer group <{group}> not exist")
+            if timestamp == -1:
+                target = store.get_max_offset_in_queue(topic, queue_id)
+            else:
+                target = store.get_offset_in_queue_by_time(topic, queue_id, timestamp)
+            target = max(0, target)
+            offset_table[mq_key(topic, queue_id)] = target if is_force or target < consumer_offset else consumer_offset
+        info = ctl.consumer_manager.groups.get(group)
+        if info is None or not info.channels:
+            # mqadmin falls back to rewriting the stored offsets when it gets this code.
+            return request.response(ResponseCode.CONSUMER_NOT_ONLINE,
+                                    f"Consumer not online, so can not reset offset, Group: {group} "
+                                    f"Topic: {topic} Timestamp: {timestamp}")
+        body = fastjson.dumps({"offsetTable": offset_table}).encode()
+        header = {"topic": topic, "group": group, "timestamp": str(timestamp)}
+        for client_channel, client in info.channels.items():
+            if client.version < MIN_RESET_CLIENT_VERSION:
+                return request.response(ResponseCode.SYSTEM_ERROR,
+                                        f"the client does not support this feature. version={client.version}")
+            client_channel.send_oneway(make_request(RESET_CONSUMER_CLIENT_OFFSET, dict(header), body,
+                                                    serialize_type=client_channel.peer_serialize_type))
+        return request.response(ResponseCode.SUCCESS, body=body)
+
+    table.register(RequestCode.GET_CONSUME_STATS, consume_stats)
+    table.register(RequestCode.GET_CONSUMER_CONNECTION_LIST, connection_list)
+    table.register(INVOKE_BROKER_TO_RESET_OFFSET, reset_offset)
