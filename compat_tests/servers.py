@@ -225,6 +225,12 @@ class Server(ABC):
             codes.append(_terminate(proc, timeout))
         return codes
 
+    def stop_broker(self, timeout: float = STOP_TIMEOUT_S) -> int:
+        """SIGTERM the broker process only (for pyrmq standalone: the whole server); its exit code."""
+        proc = self._broker_process()
+        assert proc is not None, "never started"
+        return _terminate(proc, timeout)
+
     def kill(self) -> None:
         """SIGKILL the broker process (for pyrmq standalone that is the NameServer as well)."""
         proc = self._broker_process()
@@ -232,10 +238,12 @@ class Server(ABC):
             proc.send_signal(signal.SIGKILL)
             proc.wait()
 
-    def restart(self, timeout: float = START_TIMEOUT_S) -> list[int]:
-        codes = self.stop()
+    def restart(self, timeout: float = START_TIMEOUT_S) -> int:
+        """SIGTERM the broker, start it again on the same store and ports; the stop's exit code.
+        A separate NameServer (Apache) keeps running, as it would in production."""
+        code = self.stop_broker()
         self.start(timeout)
-        return codes
+        return code
 
     def close(self) -> None:
         """Finalizer: SIGKILL whatever still runs. Graceful stops are asserted where they matter
