@@ -1,0 +1,7 @@
+package main
+
+import (
+	_ "github.com/apache/rocketmq-client-go/v2"
+)
+
+func main() {}
