@@ -8,10 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pyrmq.broker.topic_config import DataVersion
+from pyrmq.broker.config_table import VersionedConfigTable
 from pyrmq.codec import fastjson
-from pyrmq.codec.errors import ProtocolError
-from pyrmq.store.config_file import read_with_backup, write_atomically
+from pyrmq.store.config_file import load_json_config, write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -42,14 +41,11 @@ class ConsumerOffsetManager:
         self.dirty = False
 
     def load(self) -> None:
-        for candidate, text in read_with_backup(self.path):
-            try:
-                data = fastjson.loads(text)
-                self.offset_table = {str(k): {int(q): int(o) for q, o in v.items()}
-                                     for k, v in (data.get("offsetTable") or {}).items()}
-                return
-            except (ProtocolError, AttributeError, TypeError, ValueError) as exc:
-                log.warning("ignoring unreadable %s: %s", candidate, exc)
+        def apply(data: dict[str, Any]) -> None:
+            self.offset_table = {str(k): {int(q): int(o) for q, o in v.items()}
+                                 for k, v in (data.get("offsetTable") or {}).items()}
+
+        load_json_config(self.path, apply)
 
     def encode(self, pretty: bool = False) -> str:
         obj = {"offsetTable": self.offset_table}
@@ -114,35 +110,22 @@ class SubscriptionGroupConfig:
         return config
 
 
-class SubscriptionGroupManager:
+class SubscriptionGroupManager(VersionedConfigTable[SubscriptionGroupConfig]):
+    table_member = "subscriptionGroupTable"
+
     def __init__(self, path: str | Path, auto_create: bool = True) -> None:
-        self.path = Path(path)
+        super().__init__(path)
         self.auto_create = auto_create
-        self.table: dict[str, SubscriptionGroupConfig] = {}
-        self.data_version = DataVersion()
         for group in SYSTEM_GROUPS:
             self.table[group] = SubscriptionGroupConfig(group)
         for group in SYSTEM_BROADCAST_GROUPS:
             self.table[group] = SubscriptionGroupConfig(group, consume_broadcast_enable=True)
 
-    def load(self) -> None:
-        for candidate, text in read_with_backup(self.path):
-            try:
-                data = fastjson.loads(text)
-                for name, obj in (data.get("subscriptionGroupTable") or {}).items():
-                    self.table[str(name)] = SubscriptionGroupConfig.from_json(obj)
-                self.data_version.load(data.get("dataVersion"))
-                return
-            except (ProtocolError, AttributeError, KeyError, TypeError, ValueError) as exc:
-                log.warning("ignoring unreadable %s: %s", candidate, exc)
+    def entry_from_json(self, obj: dict[str, Any]) -> SubscriptionGroupConfig:
+        return SubscriptionGroupConfig.from_json(obj)
 
-    def encode(self, pretty: bool = False) -> str:
-        obj = {"dataVersion": self.data_version.to_json(),
-               "subscriptionGroupTable": {n: c.to_json() for n, c in self.table.items()}}
-        return fastjson.dumps_pretty(obj) if pretty else fastjson.dumps(obj)
-
-    def persist(self) -> None:
-        write_atomically(self.path, self.encode(pretty=True))
+    def entry_to_json(self, entry: SubscriptionGroupConfig) -> dict[str, Any]:
+        return entry.to_json()
 
     def update(self, config: SubscriptionGroupConfig) -> None:
         self.table[config.group_name] = config

@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from pyrmq.codec import fastjson
-from pyrmq.codec.errors import ProtocolError
-from pyrmq.store.config_file import read_with_backup, write_atomically
+from pyrmq.broker.config_table import VersionedConfigTable
 
 log = logging.getLogger(__name__)
 
@@ -94,35 +91,17 @@ class TopicConfig:
                    topic_sys_flag=int(obj.get("topicSysFlag", 0)), order=bool(obj.get("order", False)))
 
 
-class DataVersion:
-    def __init__(self) -> None:
-        self.timestamp = int(time.time() * 1000)
-        self.counter = 0
+class TopicConfigManager(VersionedConfigTable[TopicConfig]):
+    table_member = "topicConfigTable"
 
-    def next_version(self) -> None:
-        self.timestamp = int(time.time() * 1000)
-        self.counter += 1
-
-    def to_json(self) -> dict[str, int]:
-        return {"counter": self.counter, "timestamp": self.timestamp}
-
-    def load(self, obj: dict[str, Any] | None) -> None:
-        if isinstance(obj, dict):
-            self.counter = int(obj.get("counter", 0))
-            self.timestamp = int(obj.get("timestamp", self.timestamp))
-
-
-class TopicConfigManager:
     def __init__(self, path: str | Path, cluster_name: str, broker_name: str, *,
                  auto_create_topic_enable: bool = True, default_topic_queue_nums: int = 8,
                  cluster_topic_enable: bool = True, broker_topic_enable: bool = True,
                  on_change: Callable[[], None] | None = None) -> None:
-        self.path = Path(path)
+        super().__init__(path)
         # Every change reaches the NameServers at once (Java's registerBrokerAll after a change).
         self.on_change = on_change
         self.auto_create_topic_enable = auto_create_topic_enable
-        self.table: dict[str, TopicConfig] = {}
-        self.data_version = DataVersion()
         self._add_system_topics(cluster_name, broker_name, default_topic_queue_nums,
                                 cluster_topic_enable, broker_topic_enable)
 
@@ -143,24 +122,11 @@ class TopicConfigManager:
 
     # --- persistence ----------------------------------------------------------------------
 
-    def load(self) -> None:
-        for candidate, text in read_with_backup(self.path):
-            try:
-                data = fastjson.loads(text)
-                for name, obj in (data.get("topicConfigTable") or {}).items():
-                    self.table[str(name)] = TopicConfig.from_json(obj)
-                self.data_version.load(data.get("dataVersion"))
-                return
-            except (ProtocolError, AttributeError, KeyError, TypeError, ValueError) as exc:
-                log.warning("ignoring unreadable %s: %s", candidate, exc)
+    def entry_from_json(self, obj: dict[str, Any]) -> TopicConfig:
+        return TopicConfig.from_json(obj)
 
-    def encode(self, pretty: bool = False) -> str:
-        obj = {"dataVersion": self.data_version.to_json(),
-               "topicConfigTable": {n: c.to_json() for n, c in self.table.items()}}
-        return fastjson.dumps_pretty(obj) if pretty else fastjson.dumps(obj)
-
-    def persist(self) -> None:
-        write_atomically(self.path, self.encode(pretty=True))
+    def entry_to_json(self, entry: TopicConfig) -> dict[str, Any]:
+        return entry.to_json()
 
     # --- lookups and changes -------------------------------------------------------------
 

@@ -7,8 +7,7 @@ import logging
 from pathlib import Path
 
 from pyrmq.codec import fastjson
-from pyrmq.codec.errors import ProtocolError
-from pyrmq.store.config_file import read_with_backup, write_atomically
+from pyrmq.store.config_file import load_json_config, write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -19,15 +18,11 @@ class KVConfigManager:
         self.table: dict[str, dict[str, str]] = {}
 
     def load(self) -> None:
-        for candidate, text in read_with_backup(self.path):
-            try:
-                data = fastjson.loads(text)
-                table = data.get("configTable", {}) if isinstance(data, dict) else {}
-                self.table = {str(ns): {str(k): str(v) for k, v in kv.items()}
-                              for ns, kv in table.items() if isinstance(kv, dict)}
-                return
-            except (ProtocolError, AttributeError) as exc:
-                log.warning("ignoring unreadable %s: %s", candidate, exc)
+        def apply(data: dict) -> None:
+            self.table = {str(ns): {str(k): str(v) for k, v in kv.items()}
+                          for ns, kv in (data.get("configTable") or {}).items() if isinstance(kv, dict)}
+
+        load_json_config(self.path, apply)
 
     def _persist(self) -> None:
         write_atomically(self.path, fastjson.dumps_pretty({"configTable": self.table}))

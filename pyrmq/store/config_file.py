@@ -10,6 +10,10 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from typing import Any, Callable
+
+from pyrmq.codec import fastjson
+from pyrmq.codec.errors import ProtocolError
 
 log = logging.getLogger(__name__)
 
@@ -64,3 +68,18 @@ def read_with_backup(path: str | os.PathLike) -> list[tuple[Path, str]]:
         if text.strip():
             found.append((candidate, text))
     return found
+
+
+def load_json_config(path: str | os.PathLike, apply: Callable[[Any], None]) -> bool:
+    """Parse the file (or its ``.bak``) as fastjson and hand it to ``apply``; False if neither was usable.
+
+    ``apply`` raises KeyError/TypeError/ValueError/AttributeError on content of the wrong shape,
+    which moves on to the backup.
+    """
+    for candidate, text in read_with_backup(path):
+        try:
+            apply(fastjson.loads(text))
+            return True
+        except (ProtocolError, AttributeError, KeyError, TypeError, ValueError) as exc:
+            log.warning("ignoring unreadable %s: %s", candidate, exc)
+    return False
