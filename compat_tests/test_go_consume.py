@@ -1,0 +1,98 @@
+"""The official Go client (rocketmq-client-go/v2) as consumer: push (clustering), push with a tag
+expression, two push consumers sharing a group, and the Go pull consumer (PullFrom and Poll/ACK).
+
+Messages are sent with the Go producer (sync, round robin over the 4 queues of the auto-created
+topic). Consumers start from the first offset (a new group has no committed offset; the Go
+client's default would be the last offset). The Go client pulls with a 20 s suspend time, never
+sends UNREGISTER_CLIENT, and rebalances on NOTIFY_CONSUMER_IDS_CHANGED and every 20 s, so the
+waits are generous while the assertions are exact.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from compat_tests.checks import assert_dense_queues, assert_received_exactly, assert_sent_ok
+from compat_tests.goclient import go_client  # noqa: F401  (session fixture)
+
+pytestmark = pytest.mark.compat
+
+COUNT = 30
+TAGS = "TagA,TagB,TagC"
+
+
+def _produce(go_client, server, names, count=COUNT, tags=TAGS):
+    produced = go_client.run("send-sync", namesrv=server.namesrv_addr, topic=names.topic, count=count, tags=tags)
+    assert_sent_ok(produced.sent, count, server)
+    return produced
+
+
+def test_go_push_consumer_receives_all(server, go_client, names):
+    produced = _produce(go_client, server, names)
+    consumed = go_client.run("push-consume", namesrv=server.namesrv_addr, topic=names.topic, group=names.group,
+                             count=COUNT, idle_ms=1000)
+    assert consumed.summary["complete"], consumed.describe()
+    assert_received_exactly(produced.sent, consumed.received)
+    assert {e["reconsumeTimes"] for e in consumed.received} == {0}
+    assert {e["topic"] for e in consumed.received} == {names.topic}
+    assert {e["storeHost"] for e in consumed.received} == {server.broker_addr}
+    assert_dense_queues(consumed.received)
+
+
+def test_go_push_consumer_tag_filter(server, go_client, names):
+    produced = _produce(go_client, server, names)
+    wanted = [e for e in produced.sent if e["tags"] in ("TagA", "TagC")]
+    assert len(wanted) == 20
+    consumed = go_client.run("push-consume", namesrv=server.namesrv_addr, topic=names.topic, group=names.group,
+                             tag_expr="TagA || TagC", count=len(wanted), idle_ms=1500)
+    assert consumed.summary["complete"], consumed.describe()
+    assert_received_exactly(wanted, consumed.received)
+
+
+def test_go_two_push_consumers_split_queues(server, go_client, names):
+    """Two Go push consumers (two client instances, one process) in one group: once both see two
+    members they hold disjoint non-empty queue sets covering all 4; then 40 messages are sent and
+    each consumer receives exactly those of its own queues, every message once."""
+    count = 40
+    run = go_client.run("push-consume", namesrv=server.namesrv_addr, topic=names.topic, group=names.group,
+                        consumers=2, create_topic=4, broker=server.broker_addr, produce=count, idle_ms=1500)
+    assert run.summary["complete"], run.describe()
+    assert_sent_ok(run.sent, count, server)
+    assert_received_exactly(run.sent, run.received)
+    (balanced,) = run.of("balanced")
+    assignment = [set(q) for q in balanced["assignment"]]
+    assert all(assignment) and not (assignment[0] & assignment[1])
+    assert assignment[0] | assignment[1] == {0, 1, 2, 3}
+    for c in (0, 1):
+        mine = [e for e in run.received if e["c"] == c]
+        assert mine, f"consumer {c} received nothing"
+        assert {e["queueId"] for e in mine} == assignment[c]
+
+
+@pytest.mark.parametrize("tag_expr", ["*", "TagB"])
+def test_go_pull_consumer_pull_from(tag_expr, server, go_client, names):
+    """The Go pull consumer's PullFrom over every queue from offset 0: exactly the matching messages,
+    each queue read to the max offset the broker reports (= messages sent to it)."""
+    produced = _produce(go_client, server, names, count=24)
+    wanted = [e for e in produced.sent if tag_expr == "*" or e["tags"] == tag_expr]
+    pulled = go_client.run("pull-consume", mode="from", namesrv=server.namesrv_addr, topic=names.topic,
+                           group=names.group, tag_expr=tag_expr)
+    assert_received_exactly(wanted, pulled.received)
+    pulls = pulled.of("pull")
+    assert all(p["status"] in ("FOUND", "NO_MATCHED_MSG") for p in pulls), pulls
+    last = {}
+    for p in pulls:
+        assert p["offset"] == last.get(p["queueId"], {"nextBeginOffset": 0})["nextBeginOffset"], p
+        last[p["queueId"]] = p
+    sent_per_queue = {q: sum(1 for e in produced.sent if e["queueId"] == q) for q in range(4)}
+    assert {q: p["maxOffset"] for q, p in last.items()} == sent_per_queue
+    assert {q: p["nextBeginOffset"] for q, p in last.items()} == sent_per_queue
+
+
+def test_go_pull_consumer_poll(server, go_client, names):
+    """The Go pull consumer's own rebalancing and background pulls, consumed with Poll and ACK."""
+    produced = _produce(go_client, server, names)
+    consumed = go_client.run("pull-consume", mode="poll", namesrv=server.namesrv_addr, topic=names.topic,
+                             group=names.group, count=COUNT, idle_ms=1000)
+    assert consumed.summary["complete"], consumed.describe()
+    assert_received_exactly(produced.sent, consumed.received)
