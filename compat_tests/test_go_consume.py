@@ -10,10 +10,13 @@ waits are generous while the assertions are exact.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from compat_tests.checks import assert_dense_queues, assert_received_exactly, assert_sent_ok
 from compat_tests.goclient import go_client  # noqa: F401  (session fixture)
+from compat_tests.servers import LOOPBACK, remoting_call
 
 pytestmark = pytest.mark.compat
 
@@ -96,3 +99,75 @@ def test_go_pull_consumer_poll(server, go_client, names):
                              group=names.group, count=COUNT, idle_ms=1000)
     assert consumed.summary["complete"], consumed.describe()
     assert_received_exactly(produced.sent, consumed.received)
+
+
+QUERY_CONSUMER_OFFSET = 14
+
+
+def _committed_offsets(server, group, topic, queues=4):
+    """QUERY_CONSUMER_OFFSET per queue, straight to the broker; None where nothing is committed."""
+    out = {}
+    for q in range(queues):
+        header, _ = remoting_call((LOOPBACK, server.config.ports.listen), QUERY_CONSUMER_OFFSET,
+                                  {"consumerGroup": group, "topic": topic, "queueId": str(q)})
+        out[q] = int(header["extFields"]["offset"]) if header["code"] == 0 else None
+    return out
+
+
+def test_go_consumer_group_resumes_from_committed_offsets(server, go_client, names):
+    """The Go consumer commits with UPDATE_CONSUMER_OFFSET (15, oneway: every 5 s and at shutdown,
+    just before it closes the connection). The broker holds exactly the consumed offsets, and the
+    next consumer of the group gets only what was sent afterwards."""
+    first = _produce(go_client, server, names, count=20)
+    consumed = go_client.run("push-consume", namesrv=server.namesrv_addr, topic=names.topic, group=names.group,
+                             count=20, idle_ms=500)
+    assert consumed.summary["complete"], consumed.describe()
+    assert_received_exactly(first.sent, consumed.received)
+    per_queue = {q: sum(1 for e in first.sent if e["queueId"] == q) for q in range(4)}
+    deadline = time.monotonic() + 10
+    while (offsets := _committed_offsets(server, names.group, names.topic)) != per_queue:
+        assert time.monotonic() < deadline, f"committed {offsets}, consumed {per_queue}"
+        time.sleep(0.1)
+
+    second = go_client.run("send-sync", namesrv=server.namesrv_addr, topic=names.topic, count=10, first=20,
+                           tags=TAGS)
+    assert_sent_ok_continued(second.sent, per_queue)
+    resumed = go_client.run("push-consume", namesrv=server.namesrv_addr, topic=names.topic, group=names.group,
+                            count=10, idle_ms=1500)
+    assert resumed.summary["complete"], resumed.describe()
+    assert_received_exactly(second.sent, resumed.received)
+
+
+def assert_sent_ok_continued(sent, before):
+    """SEND_OK, and each queue's offsets continue densely from what it held before."""
+    assert all(e["status"] == "SEND_OK" for e in sent), sent
+    for q in range(4):
+        offsets = sorted(e["queueOffset"] for e in sent if e["queueId"] == q)
+        assert offsets == list(range(before[q], before[q] + len(offsets))), (q, offsets)
+
+
+def test_go_orderly_push_consumer(server, go_client, names):
+    """An orderly Go consumer locks its queues (LOCK_BATCH_MQ) and consumes each queue in offset order."""
+    produced = _produce(go_client, server, names)
+    consumed = go_client.run("push-consume", namesrv=server.namesrv_addr, topic=names.topic, group=names.group,
+                             count=COUNT, orderly="true", idle_ms=1000)
+    assert consumed.summary["complete"], consumed.describe()
+    assert_received_exactly(produced.sent, consumed.received)
+    for q in range(4):
+        order = [e["queueOffset"] for e in consumed.received if e["queueId"] == q]
+        assert order == list(range(len(order))), f"queue {q} consumed out of order: {order}"
+
+
+def test_go_compressed_bodies(server, go_client, names):
+    """Bodies over 4 KiB: the Go producer zlib-compresses them and sets sysFlag bit 0; the broker
+    stores and serves them as they are and the Go consumer inflates them."""
+    count = 8
+    produced = go_client.run("send-sync", namesrv=server.namesrv_addr, topic=names.topic, count=count,
+                             body_size=6000)
+    assert_sent_ok(produced.sent, count, server)
+    assert all(len(e["body"]) == 6000 for e in produced.sent)
+    consumed = go_client.run("push-consume", namesrv=server.namesrv_addr, topic=names.topic, group=names.group,
+                             count=count, idle_ms=1000)
+    assert consumed.summary["complete"], consumed.describe()
+    assert_received_exactly(produced.sent, consumed.received)
+    assert all(e["sysFlag"] & 1 for e in consumed.received), [e["sysFlag"] for e in consumed.received]

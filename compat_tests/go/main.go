@@ -7,10 +7,12 @@
 //
 //	send-sync | send-async | send-oneway   --count N --tags TagA,TagB (one message at a time)
 //	send-batch                             --count N --batch-size B (SendSync with B messages)
+//	                (all sends: --first F numbers the messages F .. F+N-1; --body-size pads bodies)
 //	push-consume    --count N [--tag-expr EXPR] [--consumers K] [--produce N --create-topic Q --broker ADDR]
 //	                K push consumers (one client instance each) in --group; with --produce the
 //	                topic is created with Q queues, the scenario waits until the consumers have
-//	                split the queues ("balanced"), then sends N messages itself.
+//	                split the queues ("balanced"), then sends N messages itself. --orderly: an
+//	                orderly consumer (LOCK_BATCH_MQ, one queue's messages in offset order).
 //	pull-consume    --mode from|poll [--count N] [--tag-expr EXPR]
 //	                from: PullFrom every queue from offset 0 until its max offset;
 //	                poll: Poll/ACK (the pull consumer's own rebalancing) until N messages.
@@ -86,6 +88,9 @@ type options struct {
 	broker      string
 	queues      int
 	mode        string
+	first       int
+	bodySize    int
+	orderly     bool
 	idleMs      int
 	deadlineMs  int
 }
@@ -107,6 +112,9 @@ func parse(scenario string, args []string) *options {
 	fs.StringVar(&o.broker, "broker", "", "broker address host:port (admin)")
 	fs.IntVar(&o.queues, "queues", 4, "read and write queue count (admin-create-topic)")
 	fs.StringVar(&o.mode, "mode", "from", "pull-consume: from | poll")
+	fs.IntVar(&o.first, "first", 0, "number of the first message sent (messages first .. first+count-1)")
+	fs.IntVar(&o.bodySize, "body-size", 0, "pad bodies with '.' to this many bytes (the Go producer compresses over 4 KiB)")
+	fs.BoolVar(&o.orderly, "orderly", false, "push-consume: orderly consumer (locks its queues at the broker)")
 	fs.IntVar(&o.idleMs, "idle-ms", 1000, "after the expected messages, wait this long for extra ones")
 	fs.IntVar(&o.deadlineMs, "deadline-ms", 90000, "give up (exit 3) after this long")
 	if err := fs.Parse(args); err != nil {
@@ -140,7 +148,11 @@ func instanceName(role string) string {
 // ---------------------------------------------------------------------------------- messages
 
 func message(o *options, i int) *primitive.Message {
-	m := primitive.NewMessage(o.topic, []byte(fmt.Sprintf("%s-%d", o.bodyPrefix, i)))
+	body := fmt.Sprintf("%s-%d", o.bodyPrefix, i)
+	if len(body) < o.bodySize {
+		body += strings.Repeat(".", o.bodySize-len(body))
+	}
+	m := primitive.NewMessage(o.topic, []byte(body))
 	tags := o.tagList()
 	if tag := tags[i%len(tags)]; tag != "" {
 		m.WithTag(tag)
@@ -216,7 +228,7 @@ func send(o *options, p rocketmq.Producer, mode string) (ok int, failed int) {
 	ctx := context.Background()
 	switch mode {
 	case "sync":
-		for i := 0; i < o.count; i++ {
+		for i := o.first; i < o.first+o.count; i++ {
 			m := message(o, i)
 			r, err := p.SendSync(ctx, m)
 			if err != nil {
@@ -230,7 +242,7 @@ func send(o *options, p rocketmq.Producer, mode string) (ok int, failed int) {
 	case "async":
 		var wg sync.WaitGroup
 		var okN, failedN int64
-		for i := 0; i < o.count; i++ {
+		for i := o.first; i < o.first+o.count; i++ {
 			i, m := i, message(o, i)
 			wg.Add(1)
 			err := p.SendAsync(ctx, func(_ context.Context, r *primitive.SendResult, err error) {
@@ -252,7 +264,7 @@ func send(o *options, p rocketmq.Producer, mode string) (ok int, failed int) {
 		wg.Wait()
 		ok, failed = int(okN), int(failedN)
 	case "oneway":
-		for i := 0; i < o.count; i++ {
+		for i := o.first; i < o.first+o.count; i++ {
 			m := message(o, i)
 			if err := p.SendOneWay(ctx, m); err != nil {
 				failed++
@@ -263,10 +275,11 @@ func send(o *options, p rocketmq.Producer, mode string) (ok int, failed int) {
 			emit("sent", sentEvent(m, i, "ONEWAY"))
 		}
 	case "batch":
-		for first := 0; first < o.count; first += o.batchSize {
+		end := o.first + o.count
+		for first := o.first; first < end; first += o.batchSize {
 			n := o.batchSize
-			if first+n > o.count {
-				n = o.count - first
+			if first+n > end {
+				n = end - first
 			}
 			msgs := make([]*primitive.Message, n)
 			for j := range msgs {
@@ -522,6 +535,7 @@ func runPushConsume(o *options, deadline time.Time) {
 			consumer.WithConsumerModel(consumer.Clustering),
 			consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
 			consumer.WithStrategy(asg.strategy(c)),
+			consumer.WithConsumerOrder(o.orderly),
 		)
 		if err != nil {
 			fail(fmt.Errorf("new push consumer %d: %w", c, err))
