@@ -3,7 +3,8 @@
 Parameters (both are session-scoped, so one shared server serves every test of its kind):
 
 - ``server_kind``: ``pyrmq`` and/or ``apache``; ``--compat-servers`` or ``PYRMQ_COMPAT_SERVERS``
-  (comma-separated, default ``pyrmq,apache``).
+  (comma-separated, default ``pyrmq,apache``). ``pyrmq-split`` (``pyrmq namesrv`` + ``pyrmq broker``
+  as two processes) runs only when named.
 - ``client_kind``: ``client4`` (rocketmq-client 4.9.8) and/or ``client5`` (5.3.3);
   ``--compat-clients`` or ``PYRMQ_COMPAT_CLIENTS`` (default both).
 
@@ -24,9 +25,11 @@ import pytest
 
 from compat_tests import build
 from compat_tests.javaclient import JavaClient
-from compat_tests.servers import ApacheServer, PyrmqServer, Server, ServerConfig, allocate_ports
+from compat_tests.servers import ApacheServer, PyrmqServer, PyrmqSplitServer, Server, ServerConfig, allocate_ports
 
-SERVER_KINDS = ("pyrmq", "apache")
+# pyrmq-split (NameServer and broker as two pyrmq processes) runs only when asked for by name.
+SERVER_KINDS = ("pyrmq", "apache", "pyrmq-split")
+DEFAULT_SERVER_KINDS = ("pyrmq", "apache")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -44,8 +47,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "compat_exclude(server, client): deselect this (server, client) pair")
 
 
-def _selected(config: pytest.Config, what: str, known: tuple[str, ...]) -> list[str]:
-    raw = config.getoption(f"--compat-{what}") or os.environ.get(f"PYRMQ_COMPAT_{what.upper()}") or ",".join(known)
+def _selected(config: pytest.Config, what: str, known: tuple[str, ...], default: tuple[str, ...]) -> list[str]:
+    raw = config.getoption(f"--compat-{what}") or os.environ.get(f"PYRMQ_COMPAT_{what.upper()}") or ",".join(default)
     chosen = [s.strip() for s in raw.split(",") if s.strip()]
     unknown = sorted(set(chosen) - set(known))
     if unknown:
@@ -55,9 +58,11 @@ def _selected(config: pytest.Config, what: str, known: tuple[str, ...]) -> list[
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "server_kind" in metafunc.fixturenames:
-        metafunc.parametrize("server_kind", _selected(metafunc.config, "servers", SERVER_KINDS), scope="session")
+        metafunc.parametrize("server_kind", _selected(metafunc.config, "servers", SERVER_KINDS, DEFAULT_SERVER_KINDS),
+                             scope="session")
     if "client_kind" in metafunc.fixturenames:
-        metafunc.parametrize("client_kind", _selected(metafunc.config, "clients", build.CLIENT_FLAVORS),
+        metafunc.parametrize("client_kind",
+                             _selected(metafunc.config, "clients", build.CLIENT_FLAVORS, build.CLIENT_FLAVORS),
                              scope="session")
 
 
@@ -112,6 +117,8 @@ def _start_server(kind: str, request: pytest.FixtureRequest, tmp_path_factory,
                           flush_disk_type=flush_disk_type)
     if kind == "apache":
         srv: Server = ApacheServer(config, request.getfixturevalue("reference_build").classpath)
+    elif kind == "pyrmq-split":
+        srv = PyrmqSplitServer(config)
     else:
         srv = PyrmqServer(config)
     request.addfinalizer(srv.close)  # before start: a server that fails to start is stopped too

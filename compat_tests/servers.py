@@ -296,6 +296,21 @@ def die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+def wait_listening(port: int, proc: subprocess.Popen, timeout: float = START_TIMEOUT_S) -> None:
+    """Until something accepts on the loopback port; a broker is started only after its NameServer
+    listens, as in any deployment (a broker's first registration would otherwise be lost and
+    only retried at its next 30 s registration period)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return  # wait_ready reports the exit with the log
+        try:
+            socket.create_connection((LOOPBACK, port), timeout=PROBE_TIMEOUT_S).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+
+
 def _terminate(proc: subprocess.Popen, timeout: float) -> int:
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
@@ -352,6 +367,49 @@ class PyrmqServer(Server):
 
     def log_tail(self, lines: int = 40) -> str:
         return _tail(self.out_path, lines)
+
+
+class PyrmqSplitServer(Server):
+    """``python -m pyrmq namesrv --port P`` and ``python -m pyrmq broker -c broker.conf -n
+    127.0.0.1:P`` as two processes, the way Apache runs: registration goes over the network."""
+
+    kind = "pyrmq-split"
+
+    def __init__(self, config: ServerConfig, python: str = sys.executable) -> None:
+        super().__init__(config)
+        self.python = python
+        self.namesrv: subprocess.Popen | None = None
+        self.broker: subprocess.Popen | None = None
+        self.conf_path = config.workdir / "broker.conf"
+        self.conf_path.write_text(config.broker_conf())
+        self.namesrv_out = config.workdir / "namesrv.out"
+        self.broker_out = config.workdir / "broker.out"
+
+    def _spawn(self, argv: list[str], out_path: Path) -> subprocess.Popen:
+        env = dict(os.environ, HOME=str(self.config.home))
+        with open(out_path, "ab") as out:
+            out.write(f"=== start {self.starts}: {' '.join(argv)}\n".encode())
+            out.flush()
+            return subprocess.Popen(argv, cwd=self.config.workdir, env=env, stdin=subprocess.DEVNULL,
+                                    stdout=out, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
+
+    def _processes(self) -> list[subprocess.Popen]:
+        return [p for p in (self.namesrv, self.broker) if p is not None]
+
+    def _broker_process(self) -> subprocess.Popen | None:
+        return self.broker
+
+    def _launch(self) -> None:
+        if self.namesrv is None or self.namesrv.poll() is not None:
+            self.namesrv = self._spawn([self.python, "-m", "pyrmq", "namesrv", "--port",
+                                        str(self.config.ports.namesrv)], self.namesrv_out)
+            wait_listening(self.config.ports.namesrv, self.namesrv)
+        if self.broker is None or self.broker.poll() is not None:
+            self.broker = self._spawn([self.python, "-m", "pyrmq", "broker", "-c", str(self.conf_path),
+                                       "-n", self.namesrv_addr], self.broker_out)
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(_tail(p, lines) for p in (self.namesrv_out, self.broker_out))
 
 
 # JVM flags for Apache RocketMQ 4.9.x on JDK 9+: its MappedFile unmaps through internal NIO API.
@@ -439,6 +497,7 @@ class ApacheServer(Server):
             self.namesrv = self._spawn(
                 self._jvm() + ["org.apache.rocketmq.namesrv.NamesrvStartup", "-c", str(self.namesrv_conf)],
                 self.namesrv_out)
+            wait_listening(self.config.ports.namesrv, self.namesrv)
         if self.broker is None or self.broker.poll() is not None:
             self.broker_boots_seen = self._boot_lines()
             self.broker = self._spawn(
