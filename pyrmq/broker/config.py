@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_type_hints
 
+from pyrmq.broker.schedule_service import parse_delay_levels
 from pyrmq.store.message_store import FlushDiskType, MessageStoreConfig
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,7 @@ class BrokerConfig:
     notify_consumer_ids_changed_enable: bool = True
     channel_expired_timeout: int = 120_000
     flush_consumer_offset_interval: int = 5000
+    message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 
     def __post_init__(self) -> None:
         if not self.broker_ip2:
@@ -179,6 +181,10 @@ def _validate(broker: BrokerConfig, store: MessageStoreConfig) -> None:
         raise ConfigError("broker.conf: mappedFileSizeCommitLog must be at least 4096")
     if broker.broker_role is not BrokerRole.SLAVE and broker.broker_id != 0:
         raise ConfigError("broker.conf: a master must have brokerId=0")
+    try:
+        parse_delay_levels(broker.message_delay_level)
+    except ValueError as exc:
+        raise ConfigError(f"broker.conf: {exc}") from None
     if not re.fullmatch(r"[%|a-zA-Z0-9_-]+", broker.broker_name):
         raise ConfigError(f"broker.conf: brokerName {broker.broker_name!r} has characters outside [%|a-zA-Z0-9_-]")
 

@@ -1,5 +1,6 @@
-"""A broker config file holding one named table and a DataVersion (topics.json,
-subscriptionGroup.json): load with backup fallback, fastjson encode, atomic persist."""
+"""Broker config files: a named table with a DataVersion (topics.json, subscriptionGroup.json) and
+an ``offsetTable`` file (consumerOffset.json, delayOffset.json); load with backup fallback,
+fastjson encode, atomic persist."""
 
 from __future__ import annotations
 
@@ -62,3 +63,29 @@ class VersionedConfigTable(Generic[T]):
 
     def persist(self) -> None:
         write_atomically(self.path, self.encode(pretty=True))
+
+
+class OffsetTableFile:
+    """``{"offsetTable": {...}}``; subclasses say how the table reads back (``parse_table``)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.offset_table: dict = {}
+        self.dirty = False
+
+    def parse_table(self, table: dict[Any, Any]) -> dict:
+        raise NotImplementedError
+
+    def load(self) -> None:
+        def apply(data: dict[str, Any]) -> None:
+            self.offset_table = self.parse_table(data.get("offsetTable") or {})
+
+        load_json_config(self.path, apply)
+
+    def encode(self, pretty: bool = False) -> str:
+        obj = {"offsetTable": self.offset_table}
+        return fastjson.dumps_pretty(obj) if pretty else fastjson.dumps(obj)
+
+    def persist(self) -> None:
+        write_atomically(self.path, self.encode(pretty=True))
+        self.dirty = False

@@ -20,6 +20,7 @@ from pyrmq.broker.namesrv_registration import NamesrvRegistration
 from pyrmq.broker.offsets_and_groups import ConsumerOffsetManager, SubscriptionGroupManager
 from pyrmq.broker.pull_processor import PullMessageProcessor
 from pyrmq.broker.rebalance_lock import RebalanceLockManager
+from pyrmq.broker.schedule_service import ScheduleMessageService, parse_delay_levels
 from pyrmq.broker.send_processor import SendMessageProcessor
 from pyrmq.broker.topic_config import TopicConfigManager
 from pyrmq.codec.codes import RequestCode
@@ -68,6 +69,7 @@ class BrokerController:
         self.store = DefaultMessageStore(self.store_config, on_dispatch=self._on_dispatch)
         self.flush_service = FlushService(self.store, self.store_config)
         self.registration = NamesrvRegistration(self)
+        self.schedule_service = ScheduleMessageService(self, parse_delay_levels(self.config.message_delay_level))
         self.send_processor = SendMessageProcessor(self)
         self.pull_processor = PullMessageProcessor(self)
         self.processors = self._build_processors()
@@ -88,6 +90,7 @@ class BrokerController:
         table = ProcessorTable("broker")
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
             table.register(code, self.send_processor.process)
+        table.register(RequestCode.CONSUMER_SEND_MSG_BACK, self.send_processor.consumer_send_msg_back)
         if pull:
             table.register(RequestCode.PULL_MESSAGE, self.pull_processor.process)
             table.register(RequestCode.LITE_PULL_MESSAGE, self.pull_processor.process)
@@ -124,6 +127,7 @@ class BrokerController:
         self.topic_config_manager.load()
         self.consumer_offset_manager.load()
         self.subscription_group_manager.load()
+        self.schedule_service.load()
         self.store.load()
         self.store.start()
         # The system topics of a fresh broker are written at once, as Java does.
@@ -141,6 +145,8 @@ class BrokerController:
                     nursery.start_soon(self.flush_service.run)
                     nursery.start_soon(self.pull_processor.hold_service.run)
                     nursery.start_soon(self._housekeeping)
+                    if not self.is_slave:   # a slave takes the master's progress, it does not deliver
+                        nursery.start_soon(self.schedule_service.run)
                     if self.config.namesrv_addrs:
                         await nursery.start(self.registration.run, client)
                     log.info("broker %s (%s) ready: %s", self.config.broker_name, self.config.broker_cluster_name,
@@ -171,7 +177,7 @@ class BrokerController:
     def _persist_and_close_store(self) -> None:
         self.flush_service.fail_waiters()
         for persist in (self.consumer_offset_manager.persist, self.topic_config_manager.persist,
-                        self.subscription_group_manager.persist):
+                        self.subscription_group_manager.persist, self.schedule_service.persist):
             try:
                 persist()
             except OSError as exc:

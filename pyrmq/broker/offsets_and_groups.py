@@ -8,9 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pyrmq.broker.config_table import VersionedConfigTable
-from pyrmq.codec import fastjson
-from pyrmq.store.config_file import load_json_config, write_atomically
+from pyrmq.broker.config_table import OffsetTableFile, VersionedConfigTable
 
 log = logging.getLogger(__name__)
 
@@ -34,26 +32,13 @@ def validate_group(group: str | None) -> str | None:
     return None
 
 
-class ConsumerOffsetManager:
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.offset_table: dict[str, dict[int, int]] = {}
-        self.dirty = False
+class ConsumerOffsetManager(OffsetTableFile):
+    """consumerOffset.json: ``topic@group`` -> {queueId: next offset to consume}."""
 
-    def load(self) -> None:
-        def apply(data: dict[str, Any]) -> None:
-            self.offset_table = {str(k): {int(q): int(o) for q, o in v.items()}
-                                 for k, v in (data.get("offsetTable") or {}).items()}
+    offset_table: dict[str, dict[int, int]]
 
-        load_json_config(self.path, apply)
-
-    def encode(self, pretty: bool = False) -> str:
-        obj = {"offsetTable": self.offset_table}
-        return fastjson.dumps_pretty(obj) if pretty else fastjson.dumps(obj)
-
-    def persist(self) -> None:
-        write_atomically(self.path, self.encode(pretty=True))
-        self.dirty = False
+    def parse_table(self, table: dict) -> dict[str, dict[int, int]]:
+        return {str(k): {int(q): int(o) for q, o in v.items()} for k, v in table.items()}
 
     def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         key = topic + TOPIC_GROUP_SEPARATOR + group

@@ -10,8 +10,12 @@ import logging
 import random
 from typing import TYPE_CHECKING
 
+from pyrmq.broker.schedule_service import redirect_to_schedule
 from pyrmq.broker.topic_config import (
+    DLQ_GROUP_TOPIC_PREFIX,
     NOT_ALLOWED_SEND_TOPICS,
+    PERM_READ,
+    PERM_WRITE,
     RETRY_GROUP_TOPIC_PREFIX,
     is_writeable,
     validate_topic,
@@ -27,6 +31,7 @@ from pyrmq.codec.message import (
 from pyrmq.codec.remoting import RemotingCommand
 from pyrmq.remoting.channel import Channel
 from pyrmq.remoting.dispatch import RequestError
+from pyrmq.remoting.headers import optional_bool, optional_int, required_int, required_str
 from pyrmq.store.message_store import (
     FlushDiskType,
     MessageExtBatch,
@@ -41,6 +46,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FAQ_URL = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+# Only plain and committed messages are delayed; half messages are not.
+_DELAYABLE = (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE)
+# Request versions from V3_4_9 on carry maxReconsumeTimes on send-back.
+V3_4_9 = 121
+DLQ_NUMS_PER_GROUP = 1
 
 _PUT_STATUS_RESPONSES: dict[PutMessageStatus, tuple[int, str | None]] = {
     PutMessageStatus.PUT_OK: (ResponseCode.SUCCESS, None),
@@ -164,8 +174,13 @@ class SendMessageProcessor:
                 # Transactional half messages arrive with a later issue; refuse them plainly.
                 return request.response(ResponseCode.NO_PERMISSION,
                                         f"the broker[{self.ctl.config.broker_name}] sending transaction message is forbidden")
+            store_topic, store_queue_id = topic, queue_id
+            if MessageSysFlag.transaction_value(sys_flag) in _DELAYABLE:
+                parked = redirect_to_schedule(properties, topic, queue_id, self.ctl.schedule_service.max_level)
+                if parked is not None:
+                    store_topic, store_queue_id = parked
             inner = MessageExtBrokerInner(
-                topic=topic, queue_id=queue_id, flag=flag, body=bytes(body),
+                topic=store_topic, queue_id=store_queue_id, flag=flag, body=bytes(body),
                 properties_string=properties_to_string(properties), sys_flag=sys_flag,
                 born_timestamp=born_timestamp, born_host=born_host, store_host=self.store_host,
                 reconsume_times=reconsume_times,
@@ -237,3 +252,59 @@ class SendMessageProcessor:
 
         self.ctl.flush_service.wait_for_flush(append.wrote_offset + append.wrote_bytes, on_flushed)
         return None
+
+    def consumer_send_msg_back(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        """CONSUMER_SEND_MSG_BACK (36): a message the consumer failed goes to %RETRY%<group> with a
+        delay, or to %DLQ%<group> once it has been retried too often (spec/codes.md section 4.8)."""
+        ctl = self.ctl
+        offset = required_int(request, "offset")
+        group = required_str(request, "group")
+        delay_level = required_int(request, "delayLevel")
+        group_config = ctl.subscription_group_manager.find(group)
+        if group_config is None:
+            return request.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                    f"subscription group not exist, {group}{FAQ_URL}")
+        if not is_writeable(ctl.config.broker_permission):
+            return request.response(ResponseCode.NO_PERMISSION,
+                                    f"the broker[{ctl.config.broker_ip1}] sending message is forbidden")
+        if group_config.retry_queue_nums <= 0:
+            return request.response(ResponseCode.SUCCESS)
+        topic = RETRY_GROUP_TOPIC_PREFIX + group
+        queue_id = random.randrange(group_config.retry_queue_nums)
+        topic_sys_flag = 2 if optional_bool(request, "unitMode") else 0   # TopicSysFlag FLAG_UNIT_SUB
+        topic_config = self.topics.create_in_send_back(topic, group_config.retry_queue_nums,
+                                                       PERM_WRITE | PERM_READ, topic_sys_flag)
+        if not is_writeable(topic_config.perm):
+            return request.response(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
+        message = self.store.look_message_by_offset(offset)
+        if message is None:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {offset}")
+        properties = dict(message.properties)
+        properties.setdefault(MessageConst.PROPERTY_RETRY_TOPIC, message.topic)
+        properties[MessageConst.PROPERTY_WAIT_STORE_MSG_OK] = "false"
+        max_reconsume = group_config.retry_max_times
+        if request.version >= V3_4_9:
+            max_reconsume = optional_int(request, "maxReconsumeTimes", max_reconsume)
+        if message.reconsume_times >= max_reconsume or delay_level < 0:
+            topic = DLQ_GROUP_TOPIC_PREFIX + group
+            queue_id = random.randrange(DLQ_NUMS_PER_GROUP)
+            self.topics.create_in_send_back(topic, DLQ_NUMS_PER_GROUP, PERM_WRITE | PERM_READ)
+            store_topic, store_queue_id = topic, queue_id
+        else:
+            if delay_level == 0:
+                delay_level = 3 + message.reconsume_times
+            properties[MessageConst.PROPERTY_DELAY_TIME_LEVEL] = str(delay_level)
+            store_topic, store_queue_id = redirect_to_schedule(
+                properties, topic, queue_id, ctl.schedule_service.max_level) or (topic, queue_id)
+        if not properties.get(MessageConst.PROPERTY_ORIGIN_MESSAGE_ID):
+            properties[MessageConst.PROPERTY_ORIGIN_MESSAGE_ID] = message.msg_id
+        inner = MessageExtBrokerInner(
+            topic=store_topic, queue_id=store_queue_id, flag=message.flag, body=message.body,
+            properties_string=properties_to_string(properties), sys_flag=message.sys_flag,
+            born_timestamp=message.born_timestamp, born_host=message.born_host, store_host=self.store_host,
+            reconsume_times=message.reconsume_times + 1,
+            tags_code=tags_string_to_tags_code(properties.get(MessageConst.PROPERTY_TAGS)))
+        result = self.store.put_message(inner)
+        if result.status is not PutMessageStatus.PUT_OK:
+            return request.response(ResponseCode.SYSTEM_ERROR, result.status.name)
+        return request.response(ResponseCode.SUCCESS)
