@@ -1,0 +1,125 @@
+"""One store directory, two implementations: what pyrmq writes Apache RocketMQ serves, and back.
+
+A broker of one kind (the writer) takes messages from the official Java client 4.9.8 (two
+topics, tags, keys, sync and batch sends) and a consumer group commits its offsets; the writer
+stops (SIGTERM, or SIGKILL for the crash cases); a broker of the other kind (the reader) starts
+on the same store directory, with the same name, ports and file sizes, and must serve every
+acknowledged message with its body, tags, keys, queue and queue offset, commit log offset and
+msgId, and (after a clean stop) resume the group exactly where it committed.
+
+The NameServer is Apache's in all cases, so a failure here is about the store alone.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+
+import pytest
+
+from compat_tests.checks import assert_received_exactly
+from compat_tests.cluster import (  # noqa: F401  (fixtures)
+    BrokerSpec,
+    assert_acked_by,
+    client4_fixture,
+    cluster_fixture,
+    next_offsets,
+)
+from compat_tests.javaclient import ScenarioResult
+
+pytestmark = [pytest.mark.compat, pytest.mark.slow]
+
+KINDS = ("pyrmq", "apache")
+
+
+@dataclass
+class Written:
+    topic_sync: str
+    topic_batch: str
+    group: str
+    first: ScenarioResult   # topic_sync, consumed by `group` before the switch
+    rest: ScenarioResult    # topic_sync, sent after the group committed: what it must get next
+    batch: ScenarioResult   # topic_batch, two queues, batches of 8
+
+    def all_sync(self) -> list[dict]:
+        return self.first.sent + self.rest.sent
+
+
+def _write(client, namesrv, writer, consume: bool) -> Written:
+    tag = uuid.uuid4().hex[:8]
+    w = Written(topic_sync=f"IS_sync_{tag}", topic_batch=f"IS_batch_{tag}", group=f"IS_G_{tag}",
+                first=None, rest=None, batch=None)
+    w.first = client.run("produce", namesrv=namesrv.addr, topic=w.topic_sync, mode="sync", count=40,
+                         tags="TagA,TagB,TagC", body_prefix="first")
+    brokers = {writer.name: writer.addr}
+    assert_acked_by(w.first.sent, 40, brokers)
+    w.batch = client.run("produce", namesrv=namesrv.addr, topic=w.topic_batch, mode="batch", count=24,
+                         batch_size=8, tags="X,Y", create_topic=2)
+    assert_acked_by(w.batch.sent, 24, brokers)
+    assert {e["queueId"] for e in w.batch.sent} <= {0, 1}
+    if consume:
+        consumed = client.run("consume", namesrv=namesrv.addr, topic=w.topic_sync, group=w.group, count=40,
+                              idle_ms=1000)
+        assert_received_exactly(w.first.sent, consumed.received)
+    w.rest = client.run("produce", namesrv=namesrv.addr, topic=w.topic_sync, mode="sync", count=15,
+                        tags="TagA,TagB,TagC", body_prefix="rest")
+    assert_acked_by(w.rest.sent, 15, brokers, next_offsets(w.first.sent))
+    return w
+
+
+def _assert_all_served(client, namesrv, w: Written) -> None:
+    """A fresh group pulls every queue of both topics from offset 0: exactly what was sent, in
+    place, and each queue ends at the number of messages sent to it."""
+    for topic, sent in ((w.topic_sync, w.all_sync()), (w.topic_batch, w.batch.sent)):
+        pulled = client.run("pull", namesrv=namesrv.addr, topic=topic, group=f"{w.group}_pull")
+        assert_received_exactly(sent, pulled.received)
+        ends = {p["queueId"]: p["maxOffset"] for p in pulled.of("pull") if p["status"] == "NO_NEW_MSG"}
+        per_queue = Counter(e["queueId"] for e in sent)
+        assert set(per_queue) <= set(ends), ends
+        assert all(ends[q] == per_queue.get(q, 0) for q in ends), (ends, per_queue)
+
+
+def _no_abort_file(spec: BrokerSpec) -> None:
+    assert not (spec.store_dir / "abort").exists(), "a clean stop leaves no abort file"
+
+
+@pytest.mark.parametrize("writer_kind,reader_kind", [("pyrmq", "apache"), ("apache", "pyrmq")])
+def test_clean_stop_then_other_kind_serves_store(cluster, client4, writer_kind, reader_kind):
+    namesrv = cluster.namesrv("apache")
+    spec = BrokerSpec(name="broker-interop", store_dir=cluster.root / "store", namesrv_addr=namesrv.addr)
+    writer = cluster.broker(writer_kind, spec)
+    w = _write(client4, namesrv, writer, consume=True)
+
+    code = writer.stop()
+    assert code in writer.graceful_exit_codes, f"{writer} exit code {code} after SIGTERM\n{writer.log_tail()}"
+    _no_abort_file(spec)
+
+    reader = cluster.broker(reader_kind, spec)
+    # The group resumes where it committed on the writer: exactly the 15 sent after that.
+    again = client4.run("consume", namesrv=namesrv.addr, topic=w.topic_sync, group=w.group, count=15,
+                        idle_ms=2500)
+    assert_received_exactly(w.rest.sent, again.received)
+    _assert_all_served(client4, namesrv, w)
+
+    # The reader goes on writing where the writer stopped: the next queue offsets.
+    more = client4.run("produce", namesrv=namesrv.addr, topic=w.topic_sync, mode="sync", count=8,
+                       body_prefix="more")
+    assert_acked_by(more.sent, 8, {reader.name: reader.addr}, next_offsets(w.all_sync()))
+    code = reader.stop()
+    assert code in reader.graceful_exit_codes, f"{reader} exit code {code}\n{reader.log_tail()}"
+    _no_abort_file(spec)
+
+
+@pytest.mark.parametrize("writer_kind,reader_kind", [("pyrmq", "apache"), ("apache", "pyrmq")])
+def test_kill9_then_other_kind_recovers_store(cluster, client4, writer_kind, reader_kind):
+    namesrv = cluster.namesrv("apache")
+    spec = BrokerSpec(name="broker-crash", store_dir=cluster.root / "store", namesrv_addr=namesrv.addr)
+    writer = cluster.broker(writer_kind, spec)
+    w = _write(client4, namesrv, writer, consume=False)
+
+    writer.kill()
+    assert (spec.store_dir / "abort").exists(), "a crashed broker leaves its abort file"
+
+    cluster.broker(reader_kind, spec)
+    _assert_all_served(client4, namesrv, w)
