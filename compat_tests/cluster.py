@@ -14,8 +14,10 @@ and SIGKILLs whatever still runs at teardown.
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -224,7 +226,7 @@ class NameServer(Node):
         if header.get("code") == TOPIC_NOT_EXIST:
             return None
         assert header.get("code") == 0, header
-        return _lenient_json(body)
+        return lenient_json(body)
 
     def broker_names(self, topic: str) -> set[str]:
         route = self.route(topic)
@@ -245,11 +247,8 @@ class NameServer(Node):
         raise AssertionError(f"route of {topic} at {self} never named {sorted(broker_names)}: {route}")
 
 
-def _lenient_json(body: bytes) -> dict:
+def lenient_json(body: bytes) -> dict:
     """fastjson writes integer map keys unquoted (brokerAddrs {0:"..."}); quote them for Python."""
-    import json
-    import re
-
     text = body.decode("utf-8")
     return json.loads(re.sub(r'([{,])(-?\d+):', r'\1"\2":', text))
 
@@ -418,6 +417,20 @@ class ApacheBroker(Broker):
             return self.log_file.read_text(errors="replace")
         except OSError:
             return ""
+
+    def store_load_report(self) -> tuple[set[str], list[str]]:
+        """From the broker log: the config files (``topics.json`` ...) loaded OK, and every line
+        saying a config file or the store failed to load (Apache then falls back to ``.bak``
+        silently, or refuses to start)."""
+        text = self.log_text()
+        loaded = set(re.findall(r"load \S+/config/([\w.]+\.json) OK", text))
+        if "load commit log OK" in text:
+            loaded.add("commitlog")
+        if "load logics queue all over, OK" in text:
+            loaded.add("consumequeue")
+        failures = [line for line in text.splitlines()
+                    if re.search(r"load .*[Ff]ailed|load exception|try to load backup", line)]
+        return loaded, failures
 
 
 # --------------------------------------------------------------------------------------- cluster

@@ -21,6 +21,7 @@ from compat_tests.cluster import (  # noqa: F401  (fixtures)
     assert_acked_by,
     client4_fixture,
     cluster_fixture,
+    lenient_json,
 )
 from compat_tests.servers import remoting_call
 
@@ -36,11 +37,9 @@ def _names(prefix: str) -> tuple[str, str]:
 
 def _cluster_brokers(namesrv) -> dict[str, set[str]]:
     """GET_BROKER_CLUSTER_INFO: cluster name -> broker names."""
-    from compat_tests.cluster import _lenient_json
-
     header, body = remoting_call(("127.0.0.1", namesrv.port), GET_BROKER_CLUSTER_INFO)
     assert header.get("code") == 0, header
-    info = _lenient_json(body)
+    info = lenient_json(body)
     return {name: set(brokers) for name, brokers in info["clusterAddrTable"].items()}
 
 
