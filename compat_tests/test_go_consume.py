@@ -171,3 +171,25 @@ def test_go_compressed_bodies(server, go_client, names):
     assert consumed.summary["complete"], consumed.describe()
     assert_received_exactly(produced.sent, consumed.received)
     assert all(e["sysFlag"] & 1 for e in consumed.received), [e["sysFlag"] for e in consumed.received]
+
+
+def test_go_push_consumer_retry(server, go_client, names):
+    """A failed delivery (ConsumeRetryLater, delay level 1) is sent back with CONSUMER_SEND_MSG_BACK
+    (36); the broker redelivers it about 1 s later through %RETRY%<group> with reconsumeTimes 1, the
+    same msgId, and the Go client shows it under the original topic. The Go client ignores the
+    response code of 36: a broker that does not handle it silently loses the message."""
+    count = 6
+    produced = _produce(go_client, server, names, count=count)
+    consumed = go_client.run("push-consume", namesrv=server.namesrv_addr, topic=names.topic, group=names.group,
+                             count=count, retry_first="true", idle_ms=1500, deadline_ms=15_000)
+    assert consumed.summary["complete"], consumed.describe()
+    first = [e for e in consumed.received if e["reconsumeTimes"] == 0]
+    again = [e for e in consumed.received if e["reconsumeTimes"] == 1]
+    assert len(first) + len(again) == len(consumed.received)
+    assert_received_exactly(produced.sent, first)
+    assert sorted(e["body"] for e in again) == sorted(e["body"] for e in produced.sent)
+    sent_by_body = {e["body"]: e for e in produced.sent}
+    for e in again:
+        s = sent_by_body[e["body"]]
+        assert (e["msgId"], e["tags"], e["keys"], e["seq"]) == (s["msgId"], s["tags"], s["keys"], str(s["i"])), e
+        assert e["topic"] == names.topic and e["retryTopic"] == names.topic, e

@@ -13,6 +13,8 @@
 //	                topic is created with Q queues, the scenario waits until the consumers have
 //	                split the queues ("balanced"), then sends N messages itself. --orderly: an
 //	                orderly consumer (LOCK_BATCH_MQ, one queue's messages in offset order).
+//	                --retry-first: every first delivery fails (redelivery via CONSUMER_SEND_MSG_BACK);
+//	                then 2 N deliveries are expected.
 //	pull-consume    --mode from|poll [--count N] [--tag-expr EXPR]
 //	                from: PullFrom every queue from offset 0 until its max offset;
 //	                poll: Poll/ACK (the pull consumer's own rebalancing) until N messages.
@@ -91,6 +93,7 @@ type options struct {
 	first       int
 	bodySize    int
 	orderly     bool
+	retryFirst  bool
 	idleMs      int
 	deadlineMs  int
 }
@@ -115,6 +118,8 @@ func parse(scenario string, args []string) *options {
 	fs.IntVar(&o.first, "first", 0, "number of the first message sent (messages first .. first+count-1)")
 	fs.IntVar(&o.bodySize, "body-size", 0, "pad bodies with '.' to this many bytes (the Go producer compresses over 4 KiB)")
 	fs.BoolVar(&o.orderly, "orderly", false, "push-consume: orderly consumer (locks its queues at the broker)")
+	fs.BoolVar(&o.retryFirst, "retry-first", false,
+		"push-consume: fail every first delivery (ConsumeRetryLater, delay level 1 = 1 s) and accept the redelivery")
 	fs.IntVar(&o.idleMs, "idle-ms", 1000, "after the expected messages, wait this long for extra ones")
 	fs.IntVar(&o.deadlineMs, "deadline-ms", 90000, "give up (exit 3) after this long")
 	if err := fs.Parse(args); err != nil {
@@ -523,6 +528,9 @@ func runPushConsume(o *options, deadline time.Time) {
 	}
 	queues := len(waitRoute(o, 30*time.Second))
 
+	if o.retryFirst {
+		prepareRetryTopic(o)
+	}
 	got := &received{}
 	asg := &assignments{topic: o.topic, queues: map[int][]int{}, members: map[int]int{}}
 	var consumers []rocketmq.PushConsumer
@@ -541,11 +549,22 @@ func runPushConsume(o *options, deadline time.Time) {
 			fail(fmt.Errorf("new push consumer %d: %w", c, err))
 		}
 		err = pc.Subscribe(o.topic, consumer.MessageSelector{Type: consumer.TAG, Expression: o.tagExpr},
-			func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+			func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+				retry := false
 				for _, m := range msgs {
-					emit("recv", recvEvent(c, m))
+					e := recvEvent(c, m)
+					e["retryTopic"] = m.GetProperty(primitive.PropertyRetryTopic)
+					emit("recv", e)
+					retry = retry || (o.retryFirst && m.ReconsumeTimes == 0)
 				}
 				got.add(len(msgs))
+				if retry {
+					// CONSUMER_SEND_MSG_BACK (36) with delay level 1: redelivered from %RETRY%<group>.
+					if cc, ok := primitive.GetConcurrentlyCtx(ctx); ok {
+						cc.DelayLevelWhenNextConsume = 1
+					}
+					return consumer.ConsumeRetryLater, nil
+				}
 				return consumer.ConsumeSuccess, nil
 			})
 		if err != nil {
@@ -558,6 +577,9 @@ func runPushConsume(o *options, deadline time.Time) {
 	}
 
 	want := o.count
+	if o.retryFirst {
+		want = 2 * o.count
+	}
 	if o.produce > 0 {
 		var assignment [][]int
 		for {
@@ -583,13 +605,62 @@ func runPushConsume(o *options, deadline time.Time) {
 			fail(fmt.Errorf("%d of %d sends failed", failed, o.produce))
 		}
 		want = ok
+		if o.retryFirst {
+			want = 2 * ok
+		}
 	}
 
 	complete := got.waitAll(want, time.Duration(o.idleMs)*time.Millisecond, deadline)
+	// Commit the consumed offsets as the client's own 5 s task does (UPDATE_CONSUMER_OFFSET,
+	// oneway) while the connections are open. Shutdown commits once more, but closes the
+	// connections right after those oneway writes, and a broker may not read them all (Apache
+	// 4.9.7 sometimes loses the last ones).
+	for _, pc := range consumers {
+		if p, ok := pc.(interface{ PersistConsumerOffset() error }); ok {
+			if err := p.PersistConsumerOffset(); err != nil {
+				fmt.Fprintf(os.Stderr, "persist offsets: %v\n", err)
+			}
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
 	for _, pc := range consumers {
 		shutdown("push consumer", pc.Shutdown)
 	}
 	emit("summary", event{"received": got.count(), "expected": want, "complete": complete && got.count() == want})
+}
+
+// prepareRetryTopic makes the broker create %RETRY%<group> before the real consumer starts: the
+// broker creates it on a consumer's heartbeat, but a Go consumer reads its routes at start and then
+// only every 30 s, so it would not pull redeliveries for up to 30 s. A consumer of the group that
+// is allocated no queue (it pulls and commits nothing) sends the heartbeat and is shut down.
+func prepareRetryTopic(o *options) {
+	none := func(string, string, []*primitive.MessageQueue, []string) []*primitive.MessageQueue {
+		return nil
+	}
+	pc, err := rocketmq.NewPushConsumer(
+		consumer.WithNameServer([]string{o.namesrv}),
+		consumer.WithGroupName(o.group),
+		consumer.WithInstance(instanceName("warmup")),
+		consumer.WithStrategy(none),
+	)
+	if err != nil {
+		fail(fmt.Errorf("new warm-up consumer: %w", err))
+	}
+	err = pc.Subscribe(o.topic, consumer.MessageSelector{Type: consumer.TAG, Expression: o.tagExpr},
+		func(context.Context, ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+			return consumer.ConsumeRetryLater, nil
+		})
+	if err != nil {
+		fail(fmt.Errorf("subscribe warm-up consumer: %w", err))
+	}
+	if err := pc.Start(); err != nil {
+		fail(fmt.Errorf("start warm-up consumer: %w", err))
+	}
+	retry := *o
+	retry.topic = "%RETRY%" + o.group
+	waitRoute(&retry, 30*time.Second)
+	shutdown("warm-up consumer", pc.Shutdown)
+	emit("retry_topic", event{"topic": retry.topic})
 }
 
 func pullStatus(s primitive.PullStatus) string {
