@@ -1,0 +1,69 @@
+"""broker.conf: Apache keys and meanings; unknown keys warn, bad values stop the start clearly."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+
+import pytest
+
+from pyrmq.broker.config import BrokerRole, ConfigError, as_properties, build_config, parse_properties
+from pyrmq.store.message_store import FlushDiskType
+
+
+def test_apache_keys_map_to_broker_and_store_settings(tmp_path):
+    loaded = build_config(parse_properties(f"""
+# comment
+brokerClusterName = C1
+brokerName=broker-b
+brokerId=0
+namesrvAddr=10.0.0.1:9876;10.0.0.2:9876
+listenPort=20911
+brokerIP1=10.0.0.5
+storePathRootDir={tmp_path}/s
+flushDiskType=SYNC_FLUSH
+brokerRole=SYNC_MASTER
+mappedFileSizeCommitLog=1048576
+longPollingEnable=false
+"""))
+    broker, store = loaded.broker, loaded.store
+    assert (broker.broker_cluster_name, broker.broker_name, broker.listen_port) == ("C1", "broker-b", 20911)
+    assert broker.namesrv_addrs == ["10.0.0.1:9876", "10.0.0.2:9876"]
+    assert broker.broker_addr == "10.0.0.5:20911"
+    assert broker.ha_listen_port == 20912 and broker.broker_ip2 == "10.0.0.5"
+    assert broker.broker_role is BrokerRole.SYNC_MASTER and broker.long_polling_enable is False
+    assert store.flush_disk_type is FlushDiskType.SYNC_FLUSH
+    assert store.mapped_file_size_commit_log == 1048576
+    assert store.store_path_root_dir == f"{tmp_path}/s"
+    props = as_properties(loaded)
+    assert props["brokerIP1"] == "10.0.0.5" and props["flushDiskType"] == "SYNC_FLUSH"
+
+
+def test_unknown_key_is_a_warning(caplog, tmp_path):
+    caplog.set_level(logging.WARNING)
+    build_config({"storePathRootDir": str(tmp_path), "someFutureKey": "1"})
+    assert "unknown key someFutureKey ignored" in caplog.text
+
+
+@pytest.mark.parametrize("key,value,message", [
+    ("listenPort", "abc", "bad value 'abc' for listenPort"),
+    ("flushDiskType", "SOMETIMES", "one of ASYNC_FLUSH, SYNC_FLUSH"),
+    ("autoCreateTopicEnable", "yes", "expected true or false"),
+    ("listenPort", "70000", "listenPort=70000 is not a TCP port"),
+    ("mappedFileSizeConsumeQueue", "1001", "multiple of 20"),
+    ("brokerName", "a/b", "brokerName 'a/b' has characters outside"),
+    ("messageDelayLevel", "1s 5x", "bad delay level '5x'"),
+])
+def test_bad_values_name_the_key(tmp_path, key, value, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        build_config({"storePathRootDir": str(tmp_path), key: value})
+
+
+def test_cli_exits_2_with_the_message(tmp_path):
+    conf = tmp_path / "broker.conf"
+    conf.write_text("listenPort=notaport\n")
+    result = subprocess.run([sys.executable, "-m", "pyrmq", "broker", "-c", str(conf)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "bad value 'notaport' for listenPort" in result.stderr
