@@ -60,7 +60,7 @@ def _build_env() -> dict[str, str]:
 
 def _inputs_hash(go: str) -> str:
     h = hashlib.sha256()
-    version = subprocess.run([go, "version"], capture_output=True, text=True, timeout=60).stdout
+    version = subprocess.run([go, "version"], check=False, capture_output=True, text=True, timeout=60).stdout
     h.update(version.encode())
     for path in sorted([GO_DIR / "go.mod", GO_DIR / "go.sum", *GO_DIR.glob("*.go")]):
         h.update(path.name.encode())
@@ -77,7 +77,7 @@ def build(go: str) -> Path:
     log_path = CACHE_DIR / "go-build.log"
     tmp = BINARY.with_suffix(".tmp")
     with open(log_path, "wb") as log:
-        proc = subprocess.run([go, "build", "-o", str(tmp), "."], cwd=GO_DIR, env=_build_env(),
+        proc = subprocess.run([go, "build", "-o", str(tmp), "."], check=False, cwd=GO_DIR, env=_build_env(),
                               stdout=log, stderr=subprocess.STDOUT, timeout=BUILD_TIMEOUT_S)
     if proc.returncode != 0:
         tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-30:])
@@ -120,17 +120,22 @@ class GoClient:
         return self.start(scenario, **options).wait().check()
 
 
-@pytest.fixture(scope="session")
-def go_client(tmp_path_factory) -> GoClient:
-    """The Go scenario program, built once per session."""
-    try:
-        go = find_go()
-    except GoMissing as exc:
-        if in_ci():
-            pytest.fail(f"{exc} (CI=true: the Go compat scenarios must run in CI)", pytrace=False)
-        pytest.skip(str(exc))
-    try:
-        binary = build(go)
-    except (GoBuildFailed, OSError, subprocess.TimeoutExpired) as exc:
-        pytest.fail(f"building the Go compat scenarios failed: {exc}", pytrace=False)
-    return GoClient(binary, tmp_path_factory.mktemp("go-runs"))
+_built: dict[str, GoClient] = {}  # one build and one run directory per session
+
+
+def session_client(tmp_path_factory: pytest.TempPathFactory) -> GoClient:
+    """The Go scenario program, built once per session (test modules wrap this in a session fixture
+    named ``go_client``). Go missing: a failure under CI=true, a skip elsewhere."""
+    if "client" not in _built:
+        try:
+            go = find_go()
+        except GoMissing as exc:
+            if in_ci():
+                pytest.fail(f"{exc} (CI=true: the Go compat scenarios must run in CI)", pytrace=False)
+            pytest.skip(str(exc))
+        try:
+            binary = build(go)
+        except (GoBuildFailed, OSError, subprocess.TimeoutExpired) as exc:
+            pytest.fail(f"building the Go compat scenarios failed: {exc}", pytrace=False)
+        _built["client"] = GoClient(binary, tmp_path_factory.mktemp("go-runs"))
+    return _built["client"]

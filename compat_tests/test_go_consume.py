@@ -14,14 +14,19 @@ import time
 
 import pytest
 
+from compat_tests import goclient
 from compat_tests.checks import assert_dense_queues, assert_received_exactly, assert_sent_ok
-from compat_tests.goclient import go_client  # noqa: F401  (session fixture)
 from compat_tests.servers import LOOPBACK, remoting_call
 
 pytestmark = pytest.mark.compat
 
 COUNT = 30
 TAGS = "TagA,TagB,TagC"
+
+
+@pytest.fixture(scope="session")
+def go_client(tmp_path_factory) -> goclient.GoClient:
+    return goclient.session_client(tmp_path_factory)
 
 
 def _produce(go_client, server, names, count=COUNT, tags=TAGS):

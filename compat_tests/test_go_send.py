@@ -15,15 +15,20 @@ from collections import defaultdict
 
 import pytest
 
+from compat_tests import goclient
 from compat_tests.checks import (assert_dense_queues, assert_received_exactly, assert_sent_ok,
                                  decode_offset_msg_id, queue_order)
-from compat_tests.goclient import go_client  # noqa: F401  (session fixture)
 from compat_tests.servers import GET_ROUTEINFO_BY_TOPIC, LOOPBACK, remoting_call
 
 pytestmark = pytest.mark.compat
 
 COUNT = 24
 TOPIC_NOT_EXIST = 17
+
+
+@pytest.fixture(scope="session")
+def go_client(tmp_path_factory) -> goclient.GoClient:
+    return goclient.session_client(tmp_path_factory)
 
 
 def _pull_back(go_client, server, names, **options):
