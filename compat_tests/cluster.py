@@ -293,6 +293,8 @@ class BrokerSpec:
     listen_port: int = field(default_factory=broker_listen_port)
     cluster: str = CLUSTER_NAME
     flush_disk_type: str = "ASYNC_FLUSH"
+    commit_log_file_size: int = MAPPED_FILE_SIZE_COMMIT_LOG
+    consume_queue_file_size: int = MAPPED_FILE_SIZE_CONSUME_QUEUE
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -314,8 +316,8 @@ class BrokerSpec:
             "flushDiskType": self.flush_disk_type,
             "autoCreateTopicEnable": "true",
             "autoCreateSubscriptionGroup": "true",
-            "mappedFileSizeCommitLog": str(MAPPED_FILE_SIZE_COMMIT_LOG),
-            "mappedFileSizeConsumeQueue": str(MAPPED_FILE_SIZE_CONSUME_QUEUE),
+            "mappedFileSizeCommitLog": str(self.commit_log_file_size),
+            "mappedFileSizeConsumeQueue": str(self.consume_queue_file_size),
         }
         keys.update(more or {})
         keys.update(self.extra)

@@ -30,6 +30,11 @@ from compat_tests.javaclient import ScenarioResult
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
 
+# Tiny files, the same for both kinds, so that the few hundred messages of a scenario span several
+# commit log files (each ending in a BLANK record) and several consume queue files per queue, and
+# recovery runs over file boundaries.
+SMALL_FILES = {"commit_log_file_size": 16 * 1024, "consume_queue_file_size": 10 * 20}
+
 @dataclass
 class Written:
     topic_sync: str
@@ -103,7 +108,8 @@ def _assert_store_accepted(reader, config_files: set[str]) -> None:
 @pytest.mark.parametrize("writer_kind,reader_kind", [("pyrmq", "apache"), ("apache", "pyrmq")])
 def test_clean_stop_then_other_kind_serves_store(cluster, client4, writer_kind, reader_kind):
     namesrv = cluster.namesrv("apache")
-    spec = BrokerSpec(name="broker-interop", store_dir=cluster.root / "store", namesrv_addr=namesrv.addr)
+    spec = BrokerSpec(name="broker-interop", store_dir=cluster.root / "store", namesrv_addr=namesrv.addr,
+                      **SMALL_FILES)
     writer = cluster.broker(writer_kind, spec)
     w = _write(client4, namesrv, writer, consume=True)
 
@@ -136,7 +142,8 @@ def test_kill9_mid_stream_then_other_kind_recovers_store(cluster, client4, write
     its crash recovery on the store and serves every acknowledged message in place; nothing is
     duplicated; at most the one send in flight at the kill is there without its acknowledgement."""
     namesrv = cluster.namesrv("apache")
-    spec = BrokerSpec(name="broker-crash", store_dir=cluster.root / "store", namesrv_addr=namesrv.addr)
+    spec = BrokerSpec(name="broker-crash", store_dir=cluster.root / "store", namesrv_addr=namesrv.addr,
+                      **SMALL_FILES)
     writer = cluster.broker(writer_kind, spec)
     w = _write(client4, namesrv, writer, consume=False)
 
