@@ -4,8 +4,8 @@ for 1 KiB messages, over the remoting protocol, from one Python process.
     .venv/bin/python bench/send_pull.py --namesrv 127.0.0.1:9876 --messages 20000 --inflight 64
 
 It is a benchmark, not a test: run it by hand and record the figures (bench/RESULTS.md).  The
-client is Python too, so the figure is a lower bound of the broker's capacity; issue 3 adds the
-official Java load generator for side-by-side numbers.
+client is Python too, so the figure is a lower bound of the broker's capacity; for numbers from
+the official Java client, side by side with Apache RocketMQ, see bench/side_by_side.py.
 """
 
 from __future__ import annotations
