@@ -25,7 +25,8 @@ import pytest
 
 from compat_tests import build
 from compat_tests.javaclient import JavaClient
-from compat_tests.servers import ApacheServer, PyrmqServer, PyrmqSplitServer, Server, ServerConfig, allocate_ports
+from compat_tests.servers import (ApacheServer, PyrmqServer, PyrmqSplitServer, Server, ServerConfig, TwoBrokerCluster,
+                                  allocate_ports)
 
 # pyrmq-split (NameServer and broker as two pyrmq processes) runs only when asked for by name.
 SERVER_KINDS = ("pyrmq", "apache", "pyrmq-split")
@@ -112,9 +113,9 @@ def java_client(client_kind: str, java_toolchain, tmp_path_factory) -> JavaClien
 # ------------------------------------------------------------------------------------- servers
 
 def _start_server(kind: str, request: pytest.FixtureRequest, tmp_path_factory,
-                  flush_disk_type: str = "ASYNC_FLUSH") -> Server:
+                  flush_disk_type: str = "ASYNC_FLUSH", broker_extra: dict[str, str] | None = None) -> Server:
     config = ServerConfig(tmp_path_factory.mktemp(f"{kind}-server"), allocate_ports(),
-                          flush_disk_type=flush_disk_type)
+                          flush_disk_type=flush_disk_type, broker_extra=dict(broker_extra or {}))
     if kind == "apache":
         srv: Server = ApacheServer(config, request.getfixturevalue("reference_build").classpath)
     elif kind == "pyrmq-split":
@@ -140,6 +141,38 @@ def server_factory(server_kind: str, java_toolchain, request, tmp_path_factory):
         return _start_server(server_kind, request, tmp_path_factory, flush_disk_type)
 
     return make
+
+
+@pytest.fixture(scope="module")
+def module_server_factory(server_kind: str, java_toolchain, request, tmp_path_factory):
+    """Servers shared by one test module, with extra broker.conf keys (Apache names); stopped at
+    the module's end. ``make(accessMessageInMemoryMaxRatio="0")``."""
+
+    def make(**broker_extra: str) -> Server:
+        return _start_server(server_kind, request, tmp_path_factory, broker_extra=broker_extra)
+
+    return make
+
+
+@pytest.fixture
+def two_broker_cluster(server_kind: str, java_toolchain, request, tmp_path_factory) -> TwoBrokerCluster:
+    """One NameServer with broker-a and broker-b (DefaultCluster), each its own process, for this
+    test alone (fail-over scenarios stop and start brokers). pyrmq-split runs as pyrmq here."""
+    kind = "apache" if server_kind == "apache" else "pyrmq"
+    classpath = request.getfixturevalue("reference_build").classpath if kind == "apache" else None
+    cluster = TwoBrokerCluster(kind, tmp_path_factory.mktemp(f"{kind}-two-brokers"), classpath)
+    request.addfinalizer(cluster.close)
+    cluster.start()
+    return cluster
+
+
+@pytest.fixture(scope="session")
+def java_clients(java_toolchain, tmp_path_factory, request) -> dict[str, JavaClient]:
+    """Every selected client version at once (cross-version scenarios: produce with one, read with
+    each)."""
+    flavors = _selected(request.config, "clients", build.CLIENT_FLAVORS, build.CLIENT_FLAVORS)
+    return {f: JavaClient(_built(build.build_client, f), tmp_path_factory.mktemp(f"{f}-cross-runs"))
+            for f in flavors}
 
 
 # ------------------------------------------------------------------------------------- names

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -142,6 +142,9 @@ class ServerConfig:
     flush_disk_type: str = "ASYNC_FLUSH"
     # 64 MiB commit log files keep a temp store small (Apache's default is 1 GiB).
     mapped_file_size_commit_log: int = 64 * 1024 * 1024
+    # More broker.conf keys (Apache names), e.g. {"accessMessageInMemoryMaxRatio": "0"}.
+    broker_extra: dict[str, str] = field(default_factory=dict)
+    broker_name: str = BROKER_NAME
 
     @property
     def store_dir(self) -> Path:
@@ -156,7 +159,7 @@ class ServerConfig:
         """broker.conf with Apache RocketMQ's keys: the one contract both servers read."""
         keys = {
             "brokerClusterName": CLUSTER_NAME,
-            "brokerName": BROKER_NAME,
+            "brokerName": self.broker_name,
             "brokerId": "0",
             "listenPort": str(self.ports.listen),
             "haListenPort": str(self.ports.ha),
@@ -168,6 +171,7 @@ class ServerConfig:
             "autoCreateSubscriptionGroup": "true",
             "mappedFileSizeCommitLog": str(self.mapped_file_size_commit_log),
         }
+        keys.update(self.broker_extra)
         keys.update(extra or {})
         return "".join(f"{k}={v}\n" for k, v in keys.items())
 
@@ -519,3 +523,176 @@ class ApacheServer(Server):
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(_tail(p, lines) for p in (
             self.namesrv_out, self.broker_out, self.config.workdir / "logs" / "broker.log"))
+
+
+# --------------------------------------------------------------------------------------- two brokers
+
+class TwoBrokerCluster:
+    """One NameServer and two master brokers, ``broker-a`` and ``broker-b``, of one cluster, every
+    one its own process (pyrmq: ``pyrmq namesrv`` + ``pyrmq broker`` x2; Apache: NamesrvStartup +
+    BrokerStartup x2), so that a broker can be stopped (SIGTERM) and started again on its store
+    while the NameServer and the other broker keep running."""
+
+    BROKER_NAMES = ("broker-a", "broker-b")
+
+    def __init__(self, kind: str, workdir: Path, classpath: str | None = None, python: str = sys.executable,
+                 broker_extra: dict[str, str] | None = None) -> None:
+        if kind not in ("pyrmq", "apache"):
+            raise ValueError(f"two-broker cluster of kind {kind!r}")
+        self.kind = kind
+        self.workdir = workdir
+        self.classpath = classpath
+        self.python = python
+        first = allocate_ports()
+        while True:
+            second = allocate_ports()
+            if not set(first.all()) & set(second.all()):
+                break
+        self.namesrv_port = first.namesrv
+        self.configs: dict[str, ServerConfig] = {}
+        for name, ports in zip(self.BROKER_NAMES, (first, second)):
+            cfg = ServerConfig(workdir / name, Ports(namesrv=first.namesrv, listen=ports.listen),
+                               broker_extra=dict(broker_extra or {}), broker_name=name)
+            cfg.workdir.mkdir(parents=True, exist_ok=True)
+            cfg.home.mkdir(parents=True, exist_ok=True)
+            self.configs[name] = cfg
+        self.namesrv_home = workdir / "namesrv" / "home"
+        self.namesrv_home.mkdir(parents=True, exist_ok=True)
+        self.namesrv: subprocess.Popen | None = None
+        self.brokers: dict[str, subprocess.Popen | None] = dict.fromkeys(self.BROKER_NAMES)
+        self.boots_seen: dict[str, int] = dict.fromkeys(self.BROKER_NAMES, 0)
+        for name, cfg in self.configs.items():
+            extra = {}
+            if kind == "apache":
+                extra = {"storePathCommitLog": str(cfg.store_dir / "commitlog"),
+                         "waitTimeMillsInSendQueue": "5000", "osPageCacheBusyTimeOutMills": "5000",
+                         "diskMaxUsedSpaceRatio": "95"}
+                conf_dir = cfg.home / "conf"
+                conf_dir.mkdir(parents=True, exist_ok=True)
+                (conf_dir / "logback_broker.xml").write_text(
+                    LOGBACK_TEMPLATE.format(log_file=cfg.workdir / "logs" / "broker.log"))
+            (cfg.workdir / "broker.conf").write_text(cfg.broker_conf(extra))
+        if kind == "apache":
+            conf_dir = self.namesrv_home / "conf"
+            conf_dir.mkdir(parents=True, exist_ok=True)
+            (conf_dir / "logback_namesrv.xml").write_text(
+                LOGBACK_TEMPLATE.format(log_file=workdir / "namesrv" / "logs" / "namesrv.log"))
+            (workdir / "namesrv" / "namesrv.conf").write_text(f"listenPort={self.namesrv_port}\n")
+
+    # -- addresses
+    @property
+    def namesrv_addr(self) -> str:
+        return f"{LOOPBACK}:{self.namesrv_port}"
+
+    def broker_addr(self, name: str) -> str:
+        return f"{LOOPBACK}:{self.configs[name].ports.listen}"
+
+    # -- processes
+    def _jvm(self, home: Path) -> list[str]:
+        assert self.classpath, "Apache needs the reference classpath"
+        return ["java", "-Xms256m", "-Xmx256m", "-XX:MaxDirectMemorySize=256m", "-XX:+UseSerialGC",
+                f"-Duser.home={home}", f"-Drocketmq.home.dir={home}",
+                "-Drocketmq.broker.diskSpaceWarningLevelRatio=0.98",
+                "-Drocketmq.broker.diskSpaceCleanForciblyRatio=0.98",
+                *JAVA_OPENS, "-cp", self.classpath]
+
+    def _spawn(self, argv: list[str], cwd: Path, home: Path, out_path: Path) -> subprocess.Popen:
+        env = dict(os.environ, HOME=str(home), ROCKETMQ_HOME=str(home))
+        with open(out_path, "ab") as out:
+            out.write(f"=== start: {' '.join(argv[-4:])}\n".encode())
+            out.flush()
+            return subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
+
+    def _broker_out(self, name: str) -> Path:
+        return self.configs[name].workdir / "broker.out"
+
+    def _boot_lines(self, name: str) -> int:
+        try:
+            return self._broker_out(name).read_bytes().count(ApacheServer.BOOT_SUCCESS)
+        except OSError:
+            return 0
+
+    def start(self, timeout: float = START_TIMEOUT_S) -> None:
+        if self.namesrv is None or self.namesrv.poll() is not None:
+            home = self.namesrv_home
+            if self.kind == "apache":
+                argv = self._jvm(home) + ["org.apache.rocketmq.namesrv.NamesrvStartup", "-c",
+                                          str(self.workdir / "namesrv" / "namesrv.conf")]
+            else:
+                argv = [self.python, "-m", "pyrmq", "namesrv", "--port", str(self.namesrv_port)]
+            self.namesrv = self._spawn(argv, self.workdir / "namesrv", home, self.workdir / "namesrv" / "namesrv.out")
+            wait_listening(self.namesrv_port, self.namesrv)
+        for name in self.BROKER_NAMES:
+            self._launch_broker(name)
+        for name in self.BROKER_NAMES:
+            self._wait_broker(name, timeout)
+
+    def _launch_broker(self, name: str) -> None:
+        proc = self.brokers[name]
+        if proc is not None and proc.poll() is None:
+            return
+        cfg = self.configs[name]
+        conf = str(cfg.workdir / "broker.conf")
+        if self.kind == "apache":
+            argv = self._jvm(cfg.home) + ["org.apache.rocketmq.broker.BrokerStartup", "-c", conf,
+                                          "-n", self.namesrv_addr]
+        else:
+            argv = [self.python, "-m", "pyrmq", "broker", "-c", conf, "-n", self.namesrv_addr]
+        self.boots_seen[name] = self._boot_lines(name)
+        self.brokers[name] = self._spawn(argv, cfg.workdir, cfg.home, self._broker_out(name))
+
+    def _wait_broker(self, name: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        last_error = "not probed yet"
+        addr = self.broker_addr(name)
+        while time.monotonic() < deadline:
+            for proc in (self.namesrv, self.brokers[name]):
+                if proc is not None and proc.poll() is not None:
+                    raise RuntimeError(f"{self.kind} {name} exited with {proc.returncode}\n{self.log_tail()}")
+            try:
+                header, body = remoting_call((LOOPBACK, self.namesrv_port), GET_ROUTEINFO_BY_TOPIC,
+                                             {"topic": AUTO_CREATE_TOPIC_KEY})
+                if header.get("code") != 0 or f'"{addr}"' not in body.decode("utf-8", "replace"):
+                    last_error = f"route of TBW102 lacks {addr}: code {header.get('code')}"
+                else:
+                    remoting_call((LOOPBACK, self.configs[name].ports.listen), GET_MAX_OFFSET,
+                                  {"topic": AUTO_CREATE_TOPIC_KEY, "queueId": "0"})
+                    if self.kind != "apache" or self._boot_lines(name) > self.boots_seen[name]:
+                        return
+                    last_error = "broker has not reported boot success"
+            except (OSError, ProbeError, ValueError) as exc:
+                last_error = repr(exc)
+            time.sleep(0.1)
+        raise RuntimeError(f"{self.kind} {name} not ready after {timeout:.0f}s: {last_error}\n{self.log_tail()}")
+
+    def stop_broker(self, name: str, timeout: float = STOP_TIMEOUT_S) -> int:
+        """SIGTERM one broker and wait for it; its exit code."""
+        proc = self.brokers[name]
+        assert proc is not None, f"{name} never started"
+        return _terminate(proc, timeout)
+
+    def start_broker(self, name: str, timeout: float = START_TIMEOUT_S) -> None:
+        """Start a stopped broker again on its store and ports."""
+        self._launch_broker(name)
+        self._wait_broker(name, timeout)
+
+    @property
+    def graceful_exit_codes(self) -> frozenset[int]:
+        return ApacheServer.graceful_exit_codes if self.kind == "apache" else frozenset({0})
+
+    def close(self) -> None:
+        for proc in [*self.brokers.values(), self.namesrv]:
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+    def log_tail(self, lines: int = 30) -> str:
+        paths = [self.workdir / "namesrv" / "namesrv.out"]
+        for name, cfg in self.configs.items():
+            paths += [self._broker_out(name), cfg.workdir / "logs" / "broker.log"]
+        return "\n".join(_tail(p, lines) for p in paths if p.exists())
+
+    def __repr__(self) -> str:
+        return f"<TwoBrokerCluster {self.kind} namesrv={self.namesrv_addr} " + \
+            " ".join(f"{n}={self.broker_addr(n)}" for n in self.BROKER_NAMES) + ">"

@@ -16,7 +16,9 @@ import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.PullResult;
 import org.apache.rocketmq.client.consumer.PullStatus;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
 import org.apache.rocketmq.client.exception.MQClientException;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
@@ -35,19 +37,57 @@ final class Consumers {
         final Map<String, Long> firstSeen = new ConcurrentHashMap<>();
         final AtomicInteger total = new AtomicInteger();
         final AtomicLong last = new AtomicLong(System.currentTimeMillis());
+        /** Put into every recv event as "g" when set (several groups in one run). */
+        String label;
+        /** Put into every recv event as "phase"; scenarios advance it between their steps. */
+        volatile int phase;
+        /** Emit every property of the message ("props"). */
+        boolean withProps;
+        /** Bodies are binary: emit "sha256" and "length" instead of "body", key by the digest. */
+        boolean digest;
+
+        Received label(String l) {
+            label = l;
+            return this;
+        }
+
+        /** Distinct bodies (or digests) seen in `phase`, counted by the caller's own map. */
+        final Map<Integer, Map<String, Boolean>> perPhase = new ConcurrentHashMap<>();
+
+        int distinctIn(int p) {
+            Map<String, Boolean> m = perPhase.get(p);
+            return m == null ? 0 : m.size();
+        }
 
         void record(int consumer, MessageExt m) {
             long now = System.currentTimeMillis();
-            String b = Producers.body(m);
+            String b = digest ? Bodies.sha256(m.getBody()) : Producers.body(m);
+            int p = phase;
             firstSeen.putIfAbsent(b, now);
+            perPhase.computeIfAbsent(p, k -> new ConcurrentHashMap<>()).put(b, Boolean.TRUE);
             total.incrementAndGet();
             last.set(now);
-            Json.event("recv").put("c", consumer).put("topic", m.getTopic()).put("body", b)
-                .put("tags", m.getTags()).put("keys", m.getKeys()).put("seq", m.getUserProperty("seq"))
+            Json e = Json.event("recv").put("c", consumer).put("topic", m.getTopic());
+            if (digest) {
+                e.put("sha256", b).put("length", m.getBody().length);
+            } else {
+                e.put("body", b);
+            }
+            e.put("tags", m.getTags()).put("keys", m.getKeys()).put("seq", m.getUserProperty("seq"))
                 .put("msgId", m.getMsgId()).put("queueId", m.getQueueId()).put("queueOffset", m.getQueueOffset())
                 .put("commitLogOffset", m.getCommitLogOffset()).put("reconsumeTimes", m.getReconsumeTimes())
                 .put("bornTimestamp", m.getBornTimestamp()).put("storeTimestamp", m.getStoreTimestamp())
-                .emit();
+                .put("sysFlag", m.getSysFlag()).put("thread", Thread.currentThread().getName());
+            if (label != null) {
+                e.put("g", label);
+            }
+            if (p != 0) {
+                e.put("phase", p);
+            }
+            if (withProps) {
+                e.put("props", new java.util.TreeMap<>(m.getProperties()));
+            }
+            e.emit();
         }
 
         /** Wait for `count` distinct bodies, then for `idleMs` without any message (to see extras). */
@@ -98,6 +138,56 @@ final class Consumers {
         return c;
     }
 
+    /** Push consumer options beyond the basic scenario: group, listener kind, model, start point. */
+    static final class PushSpec {
+        String group;
+        String instance;
+        int index;
+        boolean orderly;
+        boolean broadcasting;
+        ConsumeFromWhere from = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET;
+        String timestamp;
+
+        PushSpec(String group, String instance, int index) {
+            this.group = group;
+            this.instance = instance;
+            this.index = index;
+        }
+    }
+
+    static DefaultMQPushConsumer startPush(Options o, PushSpec spec, Received received) throws Exception {
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer(spec.group);
+        c.setNamesrvAddr(o.str("namesrv"));
+        c.setInstanceName(ScenarioRunner.INSTANCE_BASE + "-" + spec.instance);
+        c.setConsumeFromWhere(spec.from);
+        if (spec.timestamp != null) {
+            c.setConsumeTimestamp(spec.timestamp);
+        }
+        if (spec.broadcasting) {
+            Compat.setMessageModel(c, "BROADCASTING");
+        }
+        c.subscribe(o.str("topic"), o.str("tag-expr", "*"));
+        final int index = spec.index;
+        if (spec.orderly) {
+            c.registerMessageListener((MessageListenerOrderly) (msgs, ctx) -> {
+                for (MessageExt m : msgs) {
+                    received.record(index, m);
+                }
+                return ConsumeOrderlyStatus.SUCCESS;
+            });
+        } else {
+            c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+                for (MessageExt m : msgs) {
+                    received.record(index, m);
+                }
+                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+            });
+        }
+        c.start();
+        Json.event("consumer_started").put("c", index).put("group", spec.group).emit();
+        return c;
+    }
+
     /**
      * After a rebalance the client raises its subscription version and sends a heartbeat so the
      * broker learns it; until then the broker answers pulls with SUBSCRIPTION_NOT_LATEST. That
@@ -127,9 +217,14 @@ final class Consumers {
 
     /** Queues of `topic` this consumer currently holds (RebalanceImpl's process queue table). */
     static Set<Integer> assignedQueues(DefaultMQPushConsumer c, String topic) {
+        return assignedQueues(c, topic, false);
+    }
+
+    /** With `locked`: only queues whose broker lock the consumer holds (orderly consumers). */
+    static Set<Integer> assignedQueues(DefaultMQPushConsumer c, String topic, boolean locked) {
         Set<Integer> out = new HashSet<>();
         c.getDefaultMQPushConsumerImpl().getRebalanceImpl().getProcessQueueTable().forEach((mq, pq) -> {
-            if (mq.getTopic().equals(topic) && !pq.isDropped()) {
+            if (mq.getTopic().equals(topic) && !pq.isDropped() && (!locked || pq.isLocked())) {
                 out.add(mq.getQueueId());
             }
         });
@@ -142,6 +237,13 @@ final class Consumers {
      */
     static void waitBalanced(List<DefaultMQPushConsumer> consumers, String topic, long timeoutMs)
         throws Exception {
+        waitBalanced(consumers, topic, timeoutMs, false, null);
+    }
+
+    /** As above; `locked` counts only locked queues, `phase` labels the event. Returns the wait in ms. */
+    static long waitBalanced(List<DefaultMQPushConsumer> consumers, String topic, long timeoutMs, boolean locked,
+        String phase) throws Exception {
+        long start = System.currentTimeMillis();
         int total = consumers.get(0).fetchSubscribeMessageQueues(topic).size();
         long deadline = System.currentTimeMillis() + timeoutMs;
         while (true) {
@@ -149,7 +251,7 @@ final class Consumers {
             Set<Integer> union = new HashSet<>();
             int sum = 0;
             for (DefaultMQPushConsumer c : consumers) {
-                Set<Integer> q = assignedQueues(c, topic);
+                Set<Integer> q = assignedQueues(c, topic, locked);
                 held.add(q);
                 union.addAll(q);
                 sum += q.size();
@@ -162,8 +264,10 @@ final class Consumers {
                     sorted.sort(Comparator.naturalOrder());
                     report.add(sorted);
                 }
-                Json.event("balanced").put("queues", total).put("assignment", report).emit();
-                return;
+                long took = System.currentTimeMillis() - start;
+                Json.event("balanced").put("queues", total).put("assignment", report).put("phase", phase)
+                    .put("ms", took).emit();
+                return took;
             }
             if (System.currentTimeMillis() > deadline) {
                 throw new IllegalStateException("rebalance did not settle: " + held + " of " + total + " queues");

@@ -12,7 +12,7 @@ import java.util.Map;
  * One JSON object per line on the real stdout, flushed at once so that pytest can follow a
  * running scenario by reading the file it redirects stdout to. Hand-written on purpose: the
  * two client versions bring different JSON libraries, and we print nothing fancier than
- * strings, numbers, booleans and flat lists.
+ * strings, numbers, booleans, lists and string-keyed maps.
  */
 final class Json {
     /** The original stdout: System.out is pointed at stderr so client chatter cannot mix in. */
@@ -65,6 +65,19 @@ final class Json {
             sb.append("null");
         } else if (v instanceof Number || v instanceof Boolean) {
             sb.append(v);
+        } else if (v instanceof Map) {
+            sb.append('{');
+            boolean first = true;
+            for (Map.Entry<?, ?> e : ((Map<?, ?>) v).entrySet()) {
+                if (!first) {
+                    sb.append(',');
+                }
+                first = false;
+                quote(sb, String.valueOf(e.getKey()));
+                sb.append(':');
+                value(sb, e.getValue());
+            }
+            sb.append('}');
         } else if (v instanceof Collection) {
             sb.append('[');
             boolean first = true;

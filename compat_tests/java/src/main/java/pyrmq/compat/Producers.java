@@ -29,13 +29,14 @@ final class Producers {
         p.setSendMsgTimeout(o.integer("send-timeout-ms", 5000));
         p.setRetryTimesWhenSendFailed(o.integer("retries", 2));
         p.setRetryTimesWhenSendAsyncFailed(o.integer("retries", 2));
+        p.setSendLatencyFaultEnable(o.integer("latency-fault", 0) != 0);
         p.start();
         return p;
     }
 
     static Message message(Options o, int i) {
         String topic = o.str("topic");
-        String body = o.str("body-prefix", topic) + "-" + i;
+        String body = padded(o.str("body-prefix", topic) + "-" + i, o.integer("body-size", 0));
         List<String> tags = o.list("tags");
         Message m = new Message(topic, body.getBytes(StandardCharsets.UTF_8));
         if (!tags.isEmpty()) {
@@ -44,6 +45,19 @@ final class Producers {
         m.setKeys("k-" + i);
         m.putUserProperty("seq", Integer.toString(i));
         return m;
+    }
+
+    /** `head` + "|" + 0123456789abcdef repeated, `size` bytes in all (ASCII); `head` when size is 0. */
+    static String padded(String head, int size) {
+        if (size <= 0) {
+            return head;
+        }
+        StringBuilder sb = new StringBuilder(size).append(head).append('|');
+        while (sb.length() < size) {
+            sb.append("0123456789abcdef".charAt((sb.length() - head.length() - 1) % 16));
+        }
+        sb.setLength(size);
+        return sb.toString();
     }
 
     static String body(Message m) {

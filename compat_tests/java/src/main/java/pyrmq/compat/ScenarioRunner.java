@@ -18,12 +18,22 @@ import java.io.StringWriter;
  * pull          DefaultMQPullConsumer, every queue from offset 0 to the end: --group G [--tag-expr]
  * longpoll      one push consumer waits, then --attempts A single sends, each after --idle-ms
  * create-topic  --queues Q (UPDATE_AND_CREATE_TOPIC via the TBW102 route, then wait for the route)
+ * orderly       MessageQueueSelector by key + MessageListenerOrderly, a second consumer joins (Ordered)
+ * broadcast     BROADCASTING consumers, client-side offsets (Groups)
+ * churn         clustering consumers join and leave while a producer sends (Groups)
+ * fromwhere     new groups from first / timestamp / last (Offsets)
+ * reset         resetOffsetByTimestamp online, updateConsumeOffset offline (Offsets)
+ * props         many user properties (Bodies)
+ * bigbody       maximum-size random bodies, digests reported (Bodies)
+ * admin         DefaultMQAdminExt basics (Admin)
  *
  * Common: --create-topic Q (create the topic first), --body-prefix P (default: the topic),
- *         --deadline-ms D (hard stop of the JVM, default 120000).
+ *         --deadline-ms D (hard stop of the JVM, default 120000), --body-size S (pad bodies to
+ *         S bytes, compressible), --latency-fault 1 (sendLatencyFaultEnable).
  * </pre>
  *
- * Only API present in both rocketmq-client 4.9.8 and 5.3.x is used here.
+ * Only API present in both rocketmq-client 4.9.8 and 5.3.x (and rocketmq-tools of the same
+ * version) is used here; types whose package moved in 5.x are bridged in {@link Compat}.
  */
 public final class ScenarioRunner {
     static final String AUTO_CREATE_TOPIC_KEY = "TBW102";
@@ -57,6 +67,30 @@ public final class ScenarioRunner {
                     break;
                 case "longpoll":
                     Consumers.longPoll(o);
+                    break;
+                case "orderly":
+                    Ordered.run(o);
+                    break;
+                case "broadcast":
+                    Groups.broadcast(o);
+                    break;
+                case "churn":
+                    Groups.churn(o);
+                    break;
+                case "fromwhere":
+                    Offsets.fromWhere(o);
+                    break;
+                case "reset":
+                    Offsets.reset(o);
+                    break;
+                case "props":
+                    Bodies.props(o);
+                    break;
+                case "bigbody":
+                    Bodies.bigBody(o);
+                    break;
+                case "admin":
+                    Admin.run(o);
                     break;
                 case "create-topic":
                     Producers.createTopic(o, o.str("topic"), o.integer("queues", 4));
