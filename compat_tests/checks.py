@@ -74,3 +74,52 @@ def queue_order(events: list[dict]) -> dict[int, list[str]]:
     for e in events:
         per_queue[e["queueId"]].append((e["queueOffset"], e["body"]))
     return {q: [b for _, b in sorted(v)] for q, v in per_queue.items()}
+
+
+# ------------------------------------------------------------------------------------- raw records
+
+VIEW_MESSAGE_BY_ID = 33
+
+
+def parse_stored_record(raw: bytes) -> dict:
+    """The fields of one stored message record (spec message.md section 2), as the broker keeps
+    it: sysFlag and body exactly as written (a compressed body stays compressed)."""
+    import struct
+
+    total, magic, body_crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts = \
+        struct.unpack_from(">iiiiiqqiq", raw, 0)
+    pos = 48 + (20 if sys_flag & 0x10 else 8)
+    (store_ts,) = struct.unpack_from(">q", raw, pos)
+    pos += 8 + (20 if sys_flag & 0x20 else 8)
+    reconsume, prepared = struct.unpack_from(">iq", raw, pos)
+    pos += 12
+    (body_len,) = struct.unpack_from(">i", raw, pos)
+    pos += 4
+    body = raw[pos:pos + body_len]
+    pos += body_len
+    if magic == -626843477:  # V2: int16 topic length
+        (topic_len,) = struct.unpack_from(">h", raw, pos)
+        pos += 2
+    else:
+        topic_len = raw[pos]
+        pos += 1
+    topic = raw[pos:pos + topic_len].decode()
+    pos += topic_len
+    (props_len,) = struct.unpack_from(">h", raw, pos)
+    props = raw[pos + 2:pos + 2 + props_len].decode()
+    assert total == len(raw), f"record length {total}, got {len(raw)} bytes"
+    return {"totalSize": total, "magic": magic, "bodyCRC": body_crc, "queueId": queue_id, "flag": flag,
+            "queueOffset": queue_offset, "commitLogOffset": phys, "sysFlag": sys_flag,
+            "bornTimestamp": born_ts, "storeTimestamp": store_ts, "reconsumeTimes": reconsume,
+            "preparedTransactionOffset": prepared, "body": body, "topic": topic, "properties": props}
+
+
+def view_stored_message(offset_msg_id: str) -> dict:
+    """VIEW_MESSAGE_BY_ID sent by hand to the broker named in the offsetMsgId: the stored record,
+    undecoded (the Java client's decoder would decompress the body and clear the flag)."""
+    from compat_tests.servers import remoting_call
+
+    host, port, offset = decode_offset_msg_id(offset_msg_id)
+    header, body = remoting_call((host, port), VIEW_MESSAGE_BY_ID, {"offset": str(offset)}, timeout=10.0)
+    assert header.get("code") == 0, header
+    return parse_stored_record(body)

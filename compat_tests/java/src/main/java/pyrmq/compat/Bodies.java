@@ -81,45 +81,54 @@ final class Bodies {
     }
 
     /**
-     * bigbody --group G [--count 2] [--size 4194304] [--compress-over 4096]: random bodies of
-     * exactly `size` bytes (seeded by i), sent one by one, consumed by a push consumer;
-     * sha256 and length are reported instead of bodies. `--compress-over` is the producer's
-     * compressMsgBodyOverHowmuch (the client compresses bodies at or above it).
+     * bigbody --group G [--size 4194304] [--plan random/off,random/on,text/on]: one message per
+     * plan entry, body of exactly `size` bytes, either random (java.util.Random seeded 1000 + i)
+     * or text (a repeating ASCII pattern, compressible); sent by a producer that compresses
+     * bodies of 4 KiB and more ("on", the client default) or never ("off"). Messages the broker
+     * accepted are then consumed by a push consumer; sha256 and length are reported, not bodies.
      */
     static void bigBody(Options o) throws Exception {
         String topic = o.str("topic");
-        int count = o.integer("count", 2);
         int size = o.integer("size", 4 * 1024 * 1024);
-        DefaultMQProducer p = Producers.startProducer(o, "");
-        p.setCompressMsgBodyOverHowmuch(o.integer("compress-over", 4096));
+        List<String> plan = o.list("plan");
+        DefaultMQProducer on = Producers.startProducer(o, "-on");
+        DefaultMQProducer off = Producers.startProducer(o, "-off");
+        off.setCompressMsgBodyOverHowmuch(Integer.MAX_VALUE);
+        int ok = 0;
         try {
-            for (int i = 0; i < count; i++) {
+            for (int i = 0; i < plan.size(); i++) {
+                String[] entry = plan.get(i).split("/");
                 byte[] body = new byte[size];
-                new Random(1000 + i).nextBytes(body);
+                if (entry[0].equals("random")) {
+                    new Random(1000 + i).nextBytes(body);
+                } else {
+                    for (int j = 0; j < size; j++) {
+                        body[j] = (byte) "0123456789abcdef".charAt((j * 7 + i) % 16);
+                    }
+                }
                 Message m = new Message(topic, "TagBig", body);
                 m.setKeys("k-" + i);
                 m.putUserProperty("seq", Integer.toString(i));
-                Json e = Json.event("sent").put("i", i).put("sha256", sha256(body)).put("length", body.length);
+                String digest = sha256(body);
                 try {
-                    SendResult r = p.send(m);
-                    e.put("status", r.getSendStatus().name()).put("msgId", r.getMsgId())
+                    SendResult r = (entry[1].equals("on") ? on : off).send(m);
+                    Json.event("sent").put("i", i).put("plan", plan.get(i)).put("sha256", digest)
+                        .put("length", size).put("status", r.getSendStatus().name()).put("msgId", r.getMsgId())
                         .put("offsetMsgId", r.getOffsetMsgId()).put("queueId", r.getMessageQueue().getQueueId())
                         .put("queueOffset", r.getQueueOffset()).emit();
+                    ok++;
                 } catch (Exception ex) {
-                    Json.event("send_failed").put("i", i).put("sha256", sha256(body)).put("error", ex.toString())
-                        .emit();
+                    Json.event("send_failed").put("i", i).put("plan", plan.get(i)).put("sha256", digest)
+                        .put("code", Admin.errorCode(ex)).put("error", ex.toString()).emit();
                 }
             }
         } finally {
-            p.shutdown();
+            on.shutdown();
+            off.shutdown();
         }
-        if (o.integer("consume", 1) != 0) {
-            Consumers.Received r = new Consumers.Received();
-            r.digest = true;
-            consumeAll(o, r, count);
-        } else {
-            Json.event("summary").put("complete", true).emit();
-        }
+        Consumers.Received r = new Consumers.Received();
+        r.digest = true;
+        consumeAll(o, r, ok);
     }
 
     static byte[] utf8(String s) {
