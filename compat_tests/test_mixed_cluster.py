@@ -5,7 +5,8 @@ client 4.9.8.
   pyrmq NameServer, each serving clients routed there by that NameServer;
 - one topic over a pyrmq broker and an Apache broker (two broker names, one cluster, one
   NameServer of either kind): one producer's messages land on both, one push consumer gets
-  every one of them exactly once.
+  every one of them exactly once; when the broker of the other kind than the NameServer leaves,
+  the NameServer routes the topic to the one that stays.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from compat_tests.cluster import (  # noqa: F401  (fixtures)
     client4_fixture,
     cluster_fixture,
     lenient_json,
+    next_offsets,
 )
 from compat_tests.servers import remoting_call
 
@@ -95,3 +97,14 @@ def test_topic_spread_over_pyrmq_and_apache_brokers(cluster, client4, namesrv_ki
     assert consumed.summary["complete"], consumed.describe()
     assert_received_exactly(produced.sent, consumed.received)
     assert {e["body"] for e in consumed.received} == {f"{topic}-{i}" for i in range(40)}
+
+    # The broker of the other kind than the NameServer leaves (SIGTERM: it unregisters, its
+    # connection closes); the NameServer routes the topic to the remaining broker only, and new
+    # sends go there, continuing its queues.
+    leaving, staying = (ap, py) if namesrv_kind == "pyrmq" else (py, ap)
+    code = leaving.stop()
+    assert code in leaving.graceful_exit_codes, f"{leaving} exit code {code}\n{leaving.log_tail()}"
+    namesrv.wait_route(topic, {staying.name}, timeout=15)
+    assert _cluster_brokers(namesrv) == {CLUSTER_NAME: {staying.name}}
+    after = client4.run("produce", namesrv=namesrv.addr, topic=topic, mode="sync", count=10, body_prefix="after")
+    assert_acked_by(after.sent, 10, {staying.name: staying.addr}, next_offsets(produced.sent))
