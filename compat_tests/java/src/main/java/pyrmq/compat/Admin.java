@@ -10,6 +10,8 @@ import java.util.TreeMap;
 
 import org.apache.rocketmq.client.exception.MQBrokerException;
 import org.apache.rocketmq.client.exception.MQClientException;
+import org.apache.rocketmq.client.impl.MQClientAPIImpl;
+import org.apache.rocketmq.client.impl.MQClientManager;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.MessageQueueSelector;
 import org.apache.rocketmq.common.TopicConfig;
@@ -26,7 +28,7 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  *
  * cluster (examineBrokerClusterInfo), create (createAndUpdateTopicConfig on the broker), route
  * (examineTopicRouteInfo), topics (fetchAllTopicList), send `count` messages, message i to queue
- * i % queues; topic_stats (examineTopicStats); consume them all with a push consumer and report
+ * i % queues; topic_stats (GET_TOPIC_STATS_INFO per broker); consume them all with a push consumer and report
  * consume_stats (examineConsumeStats) once committed; delete (deleteTopicInBroker +
  * deleteTopicInNameServer), then route / topics / topic_stats again.
  */
@@ -72,14 +74,20 @@ final class Admin {
 
     static void topicStats(DefaultMQAdminExt admin, String topic, String label) {
         try {
-            var stats = admin.examineTopicStats(topic);
+            // GET_TOPIC_STATS_INFO to each broker of the route, as examineTopicStats does; sent
+            // with MQClientAPIImpl because the 5.x admin first asks GET_TOPIC_CONFIG (351), which
+            // 4.9.x brokers do not know.
+            MQClientAPIImpl api = MQClientManager.getInstance().getOrCreateMQClientInstance(admin).getMQClientAPIImpl();
             Map<String, Object> queues = new TreeMap<>();
-            for (var e : stats.getOffsetTable().entrySet()) {
-                Map<String, Object> q = new TreeMap<>();
-                q.put("minOffset", e.getValue().getMinOffset());
-                q.put("maxOffset", e.getValue().getMaxOffset());
-                q.put("lastUpdateTimestamp", e.getValue().getLastUpdateTimestamp());
-                queues.put(e.getKey().getBrokerName() + "/" + e.getKey().getQueueId(), q);
+            for (var b : admin.examineTopicRouteInfo(topic).getBrokerDatas()) {
+                var stats = api.getTopicStatsInfo(b.selectBrokerAddr(), topic, 5000);
+                for (var e : stats.getOffsetTable().entrySet()) {
+                    Map<String, Object> q = new TreeMap<>();
+                    q.put("minOffset", e.getValue().getMinOffset());
+                    q.put("maxOffset", e.getValue().getMaxOffset());
+                    q.put("lastUpdateTimestamp", e.getValue().getLastUpdateTimestamp());
+                    queues.put(e.getKey().getBrokerName() + "/" + e.getKey().getQueueId(), q);
+                }
             }
             Json.event("topic_stats").put("label", label).put("queues", queues).emit();
         } catch (Exception e) {
@@ -162,7 +170,7 @@ final class Admin {
             admin.deleteTopicInBroker(brokerAddrs, topic);
             Set<String> nameServers = new HashSet<>();
             nameServers.add(o.str("namesrv"));
-            admin.deleteTopicInNameServer(nameServers, clusterName, topic);
+            Compat.deleteTopicInNameServer(admin, nameServers, topic, clusterName);
             Json.event("deleted").emit();
             try {
                 Json.event("route_after_delete").put("route", route(admin, topic)).emit();

@@ -37,6 +37,21 @@ final class Compat {
         }
     }
 
+    /**
+     * DefaultMQAdminExt.deleteTopicInNameServer: 5.x has (addrs, topic) and (addrs, clusterName,
+     * topic); 4.9.8 only (addrs, topic, clusterName) -- the same three types, the other order.
+     */
+    static void deleteTopicInNameServer(Object admin, Set<String> addrs, String topic, String clusterName)
+        throws Exception {
+        try {
+            Method m = admin.getClass().getMethod("deleteTopicInNameServer", Set.class, String.class);
+            call(admin, m, addrs, topic);
+        } catch (NoSuchMethodException e) {
+            Method m = admin.getClass().getMethod("deleteTopicInNameServer", Set.class, String.class, String.class);
+            call(admin, m, addrs, topic, clusterName);
+        }
+    }
+
     /** DefaultMQPushConsumer.setMessageModel(MessageModel.valueOf(name)). */
     @SuppressWarnings({"unchecked", "rawtypes"})
     static void setMessageModel(DefaultMQPushConsumer c, String name) throws Exception {

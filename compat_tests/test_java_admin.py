@@ -1,0 +1,107 @@
+"""DefaultMQAdminExt basics, and producer fail-over between two brokers of one cluster."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from compat_tests.checks import assert_received_exactly, decode_offset_msg_id
+
+pytestmark = pytest.mark.compat
+
+
+def test_admin_topic_lifecycle(server, java_client, names):
+    """createAndUpdateTopicConfig (3 queues, perm 6) on broker-a; examineBrokerClusterInfo,
+    examineTopicRouteInfo, fetchAllTopicList, examineTopicStats after 9 sends (3 per queue),
+    consume stats once a group consumed them, deleteTopicInBroker + deleteTopicInNameServer."""
+    run = java_client.run("admin", namesrv=server.namesrv_addr, topic=names.topic, group=names.group,
+                          queues=3, count=9)
+    addr = server.broker_addr
+    (cluster,) = run.of("cluster")
+    assert cluster["clusterAddrTable"] == {"DefaultCluster": ["broker-a"]}
+    assert cluster["brokerAddrTable"] == {
+        "broker-a": {"cluster": "DefaultCluster", "brokerName": "broker-a", "brokerAddrs": {"0": addr}}}
+    (created,) = run.of("created")
+    assert created["addr"] == addr
+    (route,) = run.of("route")
+    assert route["route"] == {
+        "queueDatas": [{"brokerName": "broker-a", "readQueueNums": 3, "writeQueueNums": 3, "perm": 6,
+                        "topicSysFlag": 0}],
+        "brokerDatas": [{"cluster": "DefaultCluster", "brokerName": "broker-a", "brokerAddrs": {"0": addr}}]}
+    (topics,) = run.of("topics")
+    assert topics["hasTopic"] and topics["hasTBW102"]
+
+    sent = run.sent
+    assert [e["queueId"] for e in sorted(sent, key=lambda e: e["i"])] == [i % 3 for i in range(9)]
+    assert {e["status"] for e in sent} == {"SEND_OK"}
+    (window,) = run.of("sent_window")
+    stats = {e["label"]: e for e in run.of("topic_stats")}
+    after_send = stats["after send"]["queues"]
+    assert sorted(after_send) == [f"broker-a/{q}" for q in range(3)]
+    for q in range(3):
+        s = after_send[f"broker-a/{q}"]
+        assert (s["minOffset"], s["maxOffset"]) == (0, 3), s
+        assert window["t0"] <= s["lastUpdateTimestamp"] <= window["t1"], (s, window)
+
+    assert_received_exactly(sent, run.received)
+    last_store = {q: max(e["storeTimestamp"] for e in run.received if e["queueId"] == q) for q in range(3)}
+    for q in range(3):
+        assert after_send[f"broker-a/{q}"]["lastUpdateTimestamp"] == last_store[q]
+    (consumed,) = [e for e in run.of("consume_stats") if e["label"] == "consumed"]
+    assert consumed["queues"] == {
+        f"broker-a/{names.topic}/{q}": {"brokerOffset": 3, "consumerOffset": 3, "lastTimestamp": last_store[q]}
+        for q in range(3)}
+
+    assert run.of("deleted")
+    (gone,) = run.of("route_after_delete")
+    assert gone.get("code") == 17, gone  # TOPIC_NOT_EXIST from the NameServer
+    (after,) = run.of("topics_after_delete")
+    assert after["hasTopic"] is False
+    assert stats["after delete"].get("code") == 17, stats["after delete"]
+
+
+@pytest.mark.slow
+@pytest.mark.compat_exclude("pyrmq", "client5")
+@pytest.mark.compat_exclude("apache", "client5")
+@pytest.mark.compat_exclude("pyrmq-split", "client5")
+def test_producer_fails_over_to_the_other_broker(two_broker_cluster, java_client, names):
+    """A topic on broker-a and broker-b (4 queues each); a sync producer with
+    sendLatencyFaultEnable sends every 20 ms; broker-a is stopped (SIGTERM) mid-stream. The
+    producer keeps succeeding on broker-b (a failed attempt is retried on the other broker);
+    broker-a is started again and every SEND_OK message is read back from where its send result
+    said it went, once. Client 4 only: the fault-tolerance logic is the same in 5.x."""
+    cluster = two_broker_cluster
+    total = 400
+    producer = java_client.start("produce", namesrv=cluster.namesrv_addr, topic=names.topic, mode="sync",
+                                 count=total, interval_ms=20, retries=2, latency_fault=1, create_topic=4, expect_queues=8,
+                                 send_timeout_ms=3000, deadline_ms=120_000)
+    try:
+        producer.wait_for(lambda evs: sum(e["ev"] == "sent" for e in evs) >= 100, timeout=60)
+        code = cluster.stop_broker("broker-a")
+        stopped_after = sum(e["ev"] == "sent" for e in producer.events())
+        result = producer.wait().check()
+    finally:
+        producer.kill()
+    assert code in cluster.graceful_exit_codes, code
+    ok = [e for e in result.sent if e["status"] == "SEND_OK"]
+    failed = result.of("send_failed")
+    assert len(result.sent) + len(failed) == total
+    assert {e["broker"] for e in result.sent[:100]} == {"broker-a", "broker-b"}
+    # After the stop: everything that was acknowledged went to broker-b, and the producer kept
+    # going (at most a couple of sends in flight during the stop may fail).
+    later = sorted(result.sent, key=lambda e: e["i"])[stopped_after + 5:]
+    assert len(later) >= total - stopped_after - 10, (len(later), stopped_after)
+    assert {e["broker"] for e in later} == {"broker-b"}
+    assert len(failed) <= 2, failed
+    for e in ok:  # each acknowledged message is on the broker its result named
+        host, port, _ = decode_offset_msg_id(e["offsetMsgId"])
+        assert f"{host}:{port}" == cluster.broker_addr(e["broker"]), e
+
+    cluster.start_broker("broker-a")
+    pulled = java_client.run("pull", namesrv=cluster.namesrv_addr, topic=names.topic, group=names.group)
+    per_broker = Counter(e["broker"] for e in ok)
+    assert per_broker["broker-a"] and per_broker["broker-b"]
+    # pull reads every queue of both brokers from offset 0: exactly the acknowledged messages.
+    got = Counter(e["body"] for e in pulled.received)
+    assert set(got) == {e["body"] for e in ok} and set(got.values()) == {1}
