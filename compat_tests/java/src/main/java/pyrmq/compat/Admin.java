@@ -28,7 +28,8 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  *
  * cluster (examineBrokerClusterInfo), create (createAndUpdateTopicConfig on the broker), route
  * (examineTopicRouteInfo), topics (fetchAllTopicList), send `count` messages, message i to queue
- * i % queues; topic_stats (GET_TOPIC_STATS_INFO per broker); consume them all with a push consumer and report
+ * i % queues, each viewed (viewMessage by offset msgId) and then queried by key (queryMessage);
+ * topic_stats (GET_TOPIC_STATS_INFO per broker); consume them all with a push consumer and report
  * consume_stats (examineConsumeStats) once committed; delete (deleteTopicInBroker +
  * deleteTopicInNameServer), then route / topics / topic_stats again.
  */
@@ -145,12 +146,31 @@ final class Admin {
                     Message m = new Message(topic, "TagA", (topic + "-" + i).getBytes(StandardCharsets.UTF_8));
                     m.setKeys("k-" + i);
                     m.putUserProperty("seq", Integer.toString(i));
-                    Producers.emitSent(i, m, p.send(m, byIndex, i));
+                    org.apache.rocketmq.client.producer.SendResult sr = p.send(m, byIndex, i);
+                    Producers.emitSent(i, m, sr);
+                    var v = admin.viewMessage(topic, sr.getOffsetMsgId());
+                    Json.event("view").put("offsetMsgId", sr.getOffsetMsgId()).put("body",
+                        new String(v.getBody(), StandardCharsets.UTF_8)).put("keys", v.getKeys())
+                        .put("queueId", v.getQueueId()).put("queueOffset", v.getQueueOffset())
+                        .put("msgId", v.getMsgId()).emit();
                 }
             } finally {
                 p.shutdown();
             }
             Json.event("sent_window").put("t0", t0).put("t1", System.currentTimeMillis()).emit();
+            // QUERY_MESSAGE by key (the broker's index) and VIEW_MESSAGE_BY_ID by offset msgId.
+            for (int i = 0; i < count; i++) {
+                List<String> bodies = new ArrayList<>();
+                try {
+                    for (var m : admin.queryMessage(topic, "k-" + i, 32, 0, Long.MAX_VALUE).getMessageList()) {
+                        bodies.add(new String(m.getBody(), StandardCharsets.UTF_8));
+                    }
+                    Json.event("query_key").put("key", "k-" + i).put("bodies", bodies).emit();
+                } catch (MQClientException e) {
+                    Json.event("query_key").put("key", "k-" + i).put("code", e.getResponseCode())
+                        .put("error", e.toString()).emit();
+                }
+            }
             topicStats(admin, topic, "after send");
 
             Consumers.Received r = new Consumers.Received();
