@@ -18,6 +18,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -475,7 +476,7 @@ class Cluster:
             node.close()
 
     def logs(self) -> str:
-        return "\n".join(node.log_tail(60) for node in self.nodes)
+        return "\n".join(node.log_tail(30) for node in self.nodes)
 
 
 # --------------------------------------------------------------------------------------- fixtures
@@ -498,6 +499,8 @@ def cluster_fixture(request, tmp_path) -> Cluster:
     c = Cluster(tmp_path / "nodes", reference_build.classpath)
     yield c
     c.close()
+    # Shown by pytest only when the test failed: where each node's files are, and their log tails.
+    print(f"cluster nodes under {c.root}:\n{c.logs()}")
 
 
 @pytest.fixture(name="client4", scope="session")
@@ -507,7 +510,12 @@ def client4_fixture(java_toolchain, tmp_path_factory) -> JavaClient:
         built = build.build_client("client4")
     except (build.BuildFailed, OSError) as exc:
         pytest.fail(f"Maven build for the compat suite failed: {exc}", pytrace=False)
-    return JavaClient(built, tmp_path_factory.mktemp("client4-interop-runs"))
+    # A private copy of the compiled runner: a rebuild (``mvn clean``) by another pytest session
+    # on this checkout would otherwise delete the classes under a running scenario.
+    classes = tmp_path_factory.mktemp("client4-classes") / "classes"
+    shutil.copytree(built.classes, classes)
+    private = build.JavaBuild(built.name, classes, built.dependency_classpath)
+    return JavaClient(private, tmp_path_factory.mktemp("client4-interop-runs"))
 
 
 # --------------------------------------------------------------------------------------- checks
