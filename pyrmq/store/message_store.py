@@ -23,12 +23,14 @@ from pyrmq.codec.message import (
     MessageSysFlag,
     RecordInfo,
     decode_message,
+    pickup_store_timestamp,
     string_to_properties,
 )
 from pyrmq.codec.store_formats import CQ_STORE_UNIT_SIZE, CQ_UNIT
 from pyrmq.store.checkpoint import StoreCheckpoint
 from pyrmq.store.commit_log import AppendError, CommitLog, Dispatch
 from pyrmq.store.consume_queue import ConsumeQueue
+from pyrmq.store.index_service import IndexService, index_keys_of
 from pyrmq.store.model import (
     AppendMessageResult,
     FlushDiskType,
@@ -40,6 +42,7 @@ from pyrmq.store.model import (
     MessageStoreConfig,
     PutMessageResult,
     PutMessageStatus,
+    QueryMessageResult,
     StoreError,
 )
 from pyrmq.store.recovery import (
@@ -54,7 +57,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "AppendMessageResult", "DefaultMessageStore", "FlushDiskType", "GetMessageResult",
     "GetMessageStatus", "MessageExtBatch", "MessageExtBrokerInner", "MessageFilter",
-    "MessageStoreConfig", "PutMessageResult", "PutMessageStatus", "StoreError",
+    "MessageStoreConfig", "PutMessageResult", "PutMessageStatus", "QueryMessageResult", "StoreError",
 ]
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
@@ -122,6 +125,7 @@ class DefaultMessageStore:
         self._commit_log = CommitLog(config)
         self._consume_queues: dict[tuple[str, int], ConsumeQueue] = {}
         self.checkpoint: StoreCheckpoint | None = None
+        self.index_service: IndexService | None = None
         self._lock_fd: int | None = None
         self._root_key: str | None = None
         self._loaded = False
@@ -188,6 +192,9 @@ class DefaultMessageStore:
         self._commit_log.load()
         self._load_consume_queues()
         self.checkpoint = StoreCheckpoint(cfg.checkpoint_path())
+        if cfg.message_index_enable:
+            self.index_service = IndexService(cfg, self.checkpoint)
+            self.index_service.load(self.last_exit_ok)
 
         max_phy_cq = recover_consume_queues(self._consume_queues.values())
         kwargs = dict(check_crc=cfg.check_crc_on_recover, max_phy_offset_of_cq=max_phy_cq,
@@ -264,6 +271,9 @@ class DefaultMessageStore:
         self._commit_log.close()
         for cq in self._consume_queues.values():
             cq.close()
+        if self.index_service is not None:
+            self.index_service.close()
+            self.index_service = None
         if self.checkpoint is not None:
             self.checkpoint.close()
 
@@ -306,6 +316,11 @@ class DefaultMessageStore:
             return PutMessageResult(e.status, None)
         if dispatch is not None:
             self._dispatch(dispatch)
+        elif self.index_service is not None:  # PREPARED records are indexed, not queued
+            uniq_key, keys = index_keys_of(msg.properties_string)
+            if uniq_key is not None or keys:
+                self.index_service.build_index(msg.topic, result.wrote_offset, result.store_timestamp,
+                                               msg.sys_flag, uniq_key, keys)
         return PutMessageResult(PutMessageStatus.PUT_OK, result)
 
     def put_messages(self, batch: MessageExtBatch) -> PutMessageResult:
@@ -346,6 +361,12 @@ class DefaultMessageStore:
         cq = self.find_consume_queue(d.topic, d.queue_id, create=True)
         cq.put_unit(d.commit_log_offset, d.size, tags_code, d.queue_offset)
         self._last_dispatch_timestamp = d.store_timestamp
+        index = self.index_service
+        if index is not None:
+            uniq_key, keys = index_keys_of(d.properties)
+            if uniq_key is not None or keys:
+                index.build_index(d.topic, d.commit_log_offset, d.store_timestamp, d.sys_flag,
+                                  uniq_key, keys)
         if self.checkpoint is not None:
             self.checkpoint.logics_msg_timestamp = d.store_timestamp
         if self.on_dispatch is not None:
@@ -353,6 +374,9 @@ class DefaultMessageStore:
 
     def _redispatch(self, info: RecordInfo) -> None:
         """Dispatch a record found by abnormal recovery."""
+        if self.index_service is not None and (info.uniq_key is not None or info.keys):
+            self.index_service.build_index(info.topic, info.commit_log_offset, info.store_timestamp,
+                                           info.sys_flag, info.uniq_key, info.keys)
         if info.sys_flag & _TRANSACTION_MASK not in _DISPATCHED_TYPES:
             return
         tags_code = info.tags_code
@@ -525,6 +549,36 @@ class DefaultMessageStore:
             return None
         return msg
 
+    def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int,
+                      match: Callable[[memoryview], bool] | None = None) -> QueryMessageResult:
+        """Records indexed under ``topic#key`` stored within [begin, end] (Java queryMessage).
+
+        ``match`` filters out hash collisions (the index compares hashes only). Up to three
+        rounds, each ending the time window at the oldest record seen, while nothing is found.
+        """
+        result = QueryMessageResult()
+        index = self.index_service
+        if index is None:
+            return result
+        last_query_time = end
+        for _ in range(3):
+            found = index.query_offset(topic, key, max_num, begin, last_query_time)
+            if not found.phy_offsets:
+                break
+            result.index_last_update_timestamp = found.index_last_update_timestamp
+            result.index_last_update_phyoffset = found.index_last_update_phyoffset
+            for m, offset in enumerate(sorted(set(found.phy_offsets))):
+                record = self.select_one_message_by_offset(offset)
+                if record is None:
+                    continue
+                if m == 0:
+                    last_query_time = pickup_store_timestamp(record)
+                if match is None or match(record):
+                    result.buffers.append(record)
+            if result.buffers or last_query_time < begin:
+                break
+        return result
+
     def get_max_phy_offset(self) -> int:
         return self._commit_log.max_offset
 
@@ -547,6 +601,9 @@ class DefaultMessageStore:
         logics_ts = checkpoint.logics_msg_timestamp if checkpoint is not None else 0
         for cq in list(self._consume_queues.values()):
             cq.flush(0)
+        index = self.index_service
+        if index is not None:
+            index.flush()
         if checkpoint is not None:
             checkpoint.logics_msg_timestamp = logics_ts
             checkpoint.flush()

@@ -39,12 +39,20 @@ class MessageStoreConfig:
     max_transfer_bytes_on_message_in_disk: int = 64 * 1024
     max_transfer_count_on_message_in_disk: int = 8
     access_message_in_memory_max_ratio: int = 40
+    message_index_enable: bool = True
+    max_hash_slot_num: int = 5_000_000
+    max_index_num: int = 20_000_000
+    max_msgs_num_batch: int = 64
+    default_query_max_num: int = 32
 
     def commit_log_dir(self) -> str:
         return self.store_path_commit_log or os.path.join(self.store_path_root_dir, "commitlog")
 
     def consume_queue_dir(self) -> str:
         return os.path.join(self.store_path_root_dir, "consumequeue")
+
+    def index_dir(self) -> str:
+        return os.path.join(self.store_path_root_dir, "index")
 
     def checkpoint_path(self) -> str:
         return os.path.join(self.store_path_root_dir, "checkpoint")
@@ -54,6 +62,15 @@ class MessageStoreConfig:
 
     def lock_path(self) -> str:
         return os.path.join(self.store_path_root_dir, "lock")
+
+
+@dataclass
+class QueryMessageResult:
+    """Records found through the index, and the newest index file's end (QUERY_MESSAGE)."""
+
+    buffers: list = field(default_factory=list)
+    index_last_update_timestamp: int = 0
+    index_last_update_phyoffset: int = 0
 
 
 class PutMessageStatus(enum.Enum):

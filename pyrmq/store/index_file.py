@@ -1,0 +1,172 @@
+"""IndexFile: a hash index from message keys to commit-log offsets (store.md §5).
+
+One file = 40-byte header · slot table (``hash_slot_num`` × int32) · item area (``index_num`` ×
+20 bytes). A slot holds the index of the newest item whose key hashes to it; each item links to
+the previous item of the same slot, so a lookup walks one chain. Item 0 is never used
+(``index_count`` starts at 1). Files are created sparse (``ftruncate``): the default 420 MB
+file costs disk blocks only for the pages actually written.
+
+The header lives in memory and is written into the mapping on every insert, as Java's
+IndexHeader does, so the bytes on disk are always current up to the last flush.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+
+from pyrmq.codec.message_props import java_string_hash
+from pyrmq.codec.store_formats import (
+    INDEX_HEADER,
+    INDEX_HEADER_SIZE,
+    INDEX_ITEM,
+    INDEX_ITEM_SIZE,
+    INDEX_SLOT,
+    INDEX_SLOT_SIZE,
+    index_file_size,
+)
+from pyrmq.store.model import StoreError
+
+log = logging.getLogger(__name__)
+
+INVALID_INDEX = 0  # slot value / prev link meaning "no item"
+INT32_MAX = 0x7FFF_FFFF
+
+
+def index_key_hash(key: str) -> int:
+    """``abs(key.hashCode())``, 0 when that is still negative (hashCode was Integer.MIN_VALUE)."""
+    h = abs(java_string_hash(key))
+    return h if h <= INT32_MAX else 0
+
+
+class IndexFile:
+    """One mapped index file; positions follow store_formats' declared layout."""
+
+    def __init__(self, path: str, hash_slot_num: int, index_num: int, *, create: bool = False,
+                 end_phy_offset: int = 0, end_timestamp: int = 0) -> None:
+        self.path = path
+        self.file_name = os.path.basename(path)
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        self.file_size = index_file_size(hash_slot_num, index_num)
+        self._items_start = INDEX_HEADER_SIZE + hash_slot_num * INDEX_SLOT_SIZE
+        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
+        self.fd = os.open(path, flags, 0o644)
+        try:
+            if create:
+                os.ftruncate(self.fd, self.file_size)  # sparse: no 420 MB of zeros written
+            else:
+                actual = os.fstat(self.fd).st_size
+                if actual != self.file_size:
+                    raise StoreError(
+                        f"{path}: length not matched: file has {actual} bytes, maxHashSlotNum="
+                        f"{hash_slot_num} and maxIndexNum={index_num} make {self.file_size}")
+            self.mm = mmap.mmap(self.fd, self.file_size, mmap.MAP_SHARED,
+                                mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(self.fd)
+            raise
+        self.closed = False
+        if create:
+            self.begin_timestamp = self.end_timestamp = max(0, end_timestamp)
+            self.begin_phy_offset = self.end_phy_offset = max(0, end_phy_offset)
+            self.hash_slot_count = 0
+            self.index_count = 1
+            self._write_header()
+        else:
+            (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset,
+             self.hash_slot_count, self.index_count) = INDEX_HEADER.unpack_from(self.mm, 0)
+            if self.index_count <= 0:
+                self.index_count = 1
+
+    def __repr__(self) -> str:
+        return f"IndexFile({self.file_name}, count={self.index_count})"
+
+    def _write_header(self) -> None:
+        INDEX_HEADER.pack_into(self.mm, 0, self.begin_timestamp, self.end_timestamp,
+                               self.begin_phy_offset, self.end_phy_offset,
+                               self.hash_slot_count, self.index_count)
+
+    def is_write_full(self) -> bool:
+        return self.index_count >= self.index_num
+
+    def put_key(self, key_hash: int, phy_offset: int, store_timestamp: int) -> bool:
+        """Append one item (Java IndexFile.putKey); False when the file is full."""
+        count = self.index_count
+        if count >= self.index_num:
+            return False
+        mm = self.mm
+        slot_pos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * INDEX_SLOT_SIZE
+        (slot_value,) = INDEX_SLOT.unpack_from(mm, slot_pos)
+        if slot_value <= INVALID_INDEX or slot_value > count:
+            slot_value = INVALID_INDEX
+        begin = self.begin_timestamp
+        if begin <= 0:
+            time_diff = 0
+        else:
+            # Java: long division truncating toward zero, then clamped to [0, Int.MAX]
+            delta = store_timestamp - begin
+            time_diff = min(INT32_MAX, delta // 1000) if delta >= 0 else 0
+        INDEX_ITEM.pack_into(mm, self._items_start + count * INDEX_ITEM_SIZE,
+                             key_hash, phy_offset, time_diff, slot_value)
+        INDEX_SLOT.pack_into(mm, slot_pos, count)
+        if count <= 1:
+            self.begin_phy_offset = phy_offset
+            self.begin_timestamp = store_timestamp
+        if slot_value == INVALID_INDEX:
+            self.hash_slot_count += 1
+        self.index_count = count + 1
+        self.end_phy_offset = phy_offset
+        self.end_timestamp = store_timestamp
+        self._write_header()
+        return True
+
+    def is_time_matched(self, begin: int, end: int) -> bool:
+        b, e = self.begin_timestamp, self.end_timestamp
+        return (begin < b and end > e) or (b <= begin <= e) or (b <= end <= e)
+
+    def select_phy_offsets(self, out: list[int], key_hash: int, max_num: int, begin: int, end: int) -> None:
+        """Append to ``out`` the offsets of items with ``key_hash`` stored within [begin, end]."""
+        count = self.index_count
+        mm = self.mm
+        slot_pos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * INDEX_SLOT_SIZE
+        (index,) = INDEX_SLOT.unpack_from(mm, slot_pos)
+        if index <= INVALID_INDEX or index > count or count <= 1:
+            return
+        begin_timestamp = self.begin_timestamp
+        while len(out) < max_num:
+            hash_read, phy_offset, time_diff, prev = INDEX_ITEM.unpack_from(
+                mm, self._items_start + index * INDEX_ITEM_SIZE)
+            if time_diff < 0:
+                break
+            time_read = begin_timestamp + time_diff * 1000
+            if hash_read == key_hash and begin <= time_read <= end:
+                out.append(phy_offset)
+            if prev <= INVALID_INDEX or prev > count or prev == index or time_read < begin:
+                break
+            index = prev
+
+    def flush(self) -> None:
+        """Write the header and sync the file (blocking; call from a worker thread)."""
+        if self.closed:
+            return
+        self._write_header()
+        os.fdatasync(self.fd)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self.mm.close()
+        except BufferError:
+            log.debug("%s still has readers; leaving the mapping to the garbage collector", self.path)
+        os.close(self.fd)
+
+    def destroy(self) -> None:
+        self.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass

@@ -1,0 +1,188 @@
+"""IndexService: the list of IndexFiles under ``<root>/index`` (store.md §5, §8 step 3).
+
+Dispatch calls :meth:`build_index` inline for records that carry KEYS or UNIQ_KEY; when the last
+file is full a new one is created whose begin/end start at the full file's end. The full file is
+flushed by the next :meth:`flush` (a worker thread, with the consume queues), which then sets the
+checkpoint's ``index_msg_timestamp`` to that file's endTimestamp.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+
+from pyrmq.codec.message_props import MessageConst, MessageSysFlag
+from pyrmq.store.checkpoint import StoreCheckpoint
+from pyrmq.store.index_file import IndexFile, index_key_hash
+from pyrmq.store.model import MessageStoreConfig, StoreError
+
+log = logging.getLogger(__name__)
+
+_KEYS = MessageConst.PROPERTY_KEYS + "\x01"
+_UNIQ_KEY = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX + "\x01"
+_KEY_SEPARATOR = MessageConst.KEY_SEPARATOR
+_TRANSACTION_MASK = MessageSysFlag.TRANSACTION_MASK
+_ROLLBACK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
+
+
+def _property(properties: str, name: str) -> str | None:
+    """Value of property ``name`` (given with its trailing \\x01) in a properties string."""
+    i = properties.rfind(name)
+    while i > 0 and properties[i - 1] != "\x02":
+        i = properties.rfind(name, 0, i)
+    if i < 0:
+        return None
+    start = i + len(name)
+    end = properties.find("\x02", start)
+    return properties[start:] if end < 0 else properties[start:end]
+
+
+def index_keys_of(properties: str) -> tuple[str | None, str | None]:
+    """(UNIQ_KEY, KEYS) of a properties string; both None unless the string mentions a key."""
+    if "KEY" not in properties:  # cheap pre-check: both names contain it
+        return None, None
+    return _property(properties, _UNIQ_KEY), _property(properties, _KEYS)
+
+
+def _file_name(now_ms: int) -> str:
+    """``yyyyMMddHHmmssSSS`` in local time, as Java's UtilAll.timeMillisToHumanString."""
+    return time.strftime("%Y%m%d%H%M%S", time.localtime(now_ms // 1000)) + f"{now_ms % 1000:03d}"
+
+
+@dataclass
+class QueryOffsetResult:
+    phy_offsets: list[int] = field(default_factory=list)
+    index_last_update_timestamp: int = 0
+    index_last_update_phyoffset: int = 0
+
+
+class IndexService:
+    def __init__(self, config: MessageStoreConfig, checkpoint: StoreCheckpoint) -> None:
+        self.config = config
+        self.checkpoint = checkpoint
+        self.store_path = config.index_dir()
+        self.hash_slot_num = config.max_hash_slot_num
+        self.index_num = config.max_index_num
+        self.index_files: list[IndexFile] = []
+        self._full_unflushed: list[IndexFile] = []
+        self._flush_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def load(self, last_exit_ok: bool) -> None:
+        """Open every index file; after a crash drop those newer than the checkpoint (§8 step 3)."""
+        if not os.path.isdir(self.store_path):
+            return
+        for name in sorted(os.listdir(self.store_path)):
+            path = os.path.join(self.store_path, name)
+            if not os.path.isfile(path):
+                continue
+            try:
+                f = IndexFile(path, self.hash_slot_num, self.index_num)
+            except StoreError as e:
+                log.warning("index file ignored: %s", e)
+                continue
+            if not last_exit_ok and f.end_timestamp > self.checkpoint.index_msg_timestamp:
+                log.info("abnormal exit: deleting index file %s (end %d > checkpoint %d)",
+                         name, f.end_timestamp, self.checkpoint.index_msg_timestamp)
+                f.destroy()
+                continue
+            self.index_files.append(f)
+
+    def flush(self) -> None:
+        """Sync full files not yet synced (then record them in the checkpoint) and the last file.
+
+        Blocking; runs in a worker thread. The caller flushes the checkpoint afterwards.
+        """
+        with self._flush_lock:
+            full, self._full_unflushed = self._full_unflushed, []
+            for f in full:
+                f.flush()
+                self.checkpoint.index_msg_timestamp = max(self.checkpoint.index_msg_timestamp,
+                                                          f.end_timestamp)
+            files = self.index_files
+            if files:
+                files[-1].flush()
+
+    def close(self) -> None:
+        for f in self.index_files:
+            f.close()
+
+    # ------------------------------------------------------------------ build
+
+    def _last_file(self) -> IndexFile | None:
+        files = self.index_files
+        if files and not files[-1].is_write_full():
+            return files[-1]
+        end_phy_offset = end_timestamp = 0
+        last_name = ""
+        if files:
+            prev = files[-1]
+            end_phy_offset, end_timestamp, last_name = prev.end_phy_offset, prev.end_timestamp, prev.file_name
+        now_ms = int(time.time() * 1000)
+        try:
+            os.makedirs(self.store_path, exist_ok=True)
+            name = _file_name(now_ms)
+            # two files in one millisecond (tiny test files) must not share a name
+            while name <= last_name or os.path.exists(os.path.join(self.store_path, name)):
+                now_ms += 1
+                name = _file_name(now_ms)
+            f = IndexFile(os.path.join(self.store_path, name), self.hash_slot_num, self.index_num,
+                          create=True, end_phy_offset=end_phy_offset, end_timestamp=end_timestamp)
+        except OSError as e:
+            log.error("cannot create an index file in %s: %s", self.store_path, e)
+            return None
+        if files:
+            self._full_unflushed.append(files[-1])
+        files.append(f)
+        return f
+
+    def _put_key(self, f: IndexFile, key: str, phy_offset: int, store_timestamp: int) -> IndexFile | None:
+        key_hash = index_key_hash(key)
+        while not f.put_key(key_hash, phy_offset, store_timestamp):
+            f = self._last_file()
+            if f is None:
+                return None
+        return f
+
+    def build_index(self, topic: str, phy_offset: int, store_timestamp: int, sys_flag: int,
+                    uniq_key: str | None, keys: str | None) -> None:
+        """Index UNIQ_KEY and each KEYS token of one record (Java IndexService.buildIndex)."""
+        f = self._last_file()
+        if f is None or phy_offset < f.end_phy_offset:
+            return
+        if sys_flag & _TRANSACTION_MASK == _ROLLBACK:
+            return
+        if uniq_key is not None:
+            f = self._put_key(f, f"{topic}#{uniq_key}", phy_offset, store_timestamp)
+            if f is None:
+                return
+        if keys:
+            for k in keys.split(_KEY_SEPARATOR):
+                if k:
+                    f = self._put_key(f, f"{topic}#{k}", phy_offset, store_timestamp)
+                    if f is None:
+                        return
+
+    # ------------------------------------------------------------------ query
+
+    def query_offset(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryOffsetResult:
+        """Commit-log offsets indexed under ``topic#key`` within [begin, end], newest file first."""
+        result = QueryOffsetResult()
+        max_num = min(max_num, self.config.max_msgs_num_batch)
+        files = self.index_files
+        if not files or max_num <= 0:
+            return result
+        result.index_last_update_timestamp = files[-1].end_timestamp
+        result.index_last_update_phyoffset = files[-1].end_phy_offset
+        key_hash = index_key_hash(f"{topic}#{key}")
+        out = result.phy_offsets
+        for f in reversed(files):
+            if f.is_time_matched(begin, end):
+                f.select_phy_offsets(out, key_hash, max_num, begin, end)
+            if f.begin_timestamp < begin or len(out) >= max_num:
+                break
+        return result

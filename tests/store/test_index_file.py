@@ -1,0 +1,275 @@
+"""IndexFile and IndexService (store.md §5, §8 step 3): byte layout, slot chains, roll-over, time
+windows, reopen, abnormal-recovery deletion, and Apache RocketMQ 4.9.8's own index file."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from pyrmq.codec.message import decode_message, decode_messages
+from pyrmq.codec.message_props import java_string_hash
+from pyrmq.store.index_file import IndexFile, index_key_hash
+from pyrmq.store.index_service import index_keys_of
+from store_helpers import make_msg, open_store, small_config
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "store" / "apache-4.9.8-small.tar.gz"
+T0 = 1_700_000_000_000
+
+# The spec's layout, spelled out independently of pyrmq.codec.store_formats.
+HEADER = struct.Struct(">qqqqii")  # begin ts, end ts, begin phy, end phy, hashSlotCount, indexCount
+SLOT = struct.Struct(">i")
+ITEM = struct.Struct(">iqii")  # keyHash, phy offset, timeDiff (s), prev index
+
+
+def index_config(root, **kw):
+    values = dict(max_hash_slot_num=16, max_index_num=64)
+    values.update(kw)
+    return small_config(root, **values)
+
+
+def index_files(config):
+    d = config.index_dir()
+    return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+
+def query_bodies(store, topic, key, begin=0, end=2**63 - 1, max_num=64):
+    r = store.query_message(topic, key, max_num, begin, end)
+    return sorted(decode_message(b)[0].body for b in r.buffers)
+
+
+def test_key_hash_is_abs_of_java_hash():
+    assert index_key_hash("T#k") == abs(java_string_hash("T#k"))
+    assert java_string_hash("polygenelubricants") == -2**31  # Integer.MIN_VALUE
+    assert index_key_hash("polygenelubricants") == 0
+
+
+def test_properties_scan_finds_only_whole_names():
+    assert index_keys_of("TAGS\x01a\x02WAIT\x01true\x02") == (None, None)
+    assert index_keys_of("UNIQ_KEY\x01U1\x02KEYS\x01a b\x02") == ("U1", "a b")
+    assert index_keys_of("MY_KEYS\x01x\x02KEYS\x01k\x02XUNIQ_KEY\x01z") == (None, "k")
+
+
+def test_byte_layout_of_a_hand_made_file(tmp_path):
+    slots, items = 8, 4
+    path = tmp_path / "20240131235959123"
+    f = IndexFile(str(path), slots, items, create=True)
+    assert path.stat().st_size == 40 + slots * 4 + items * 20
+    h = 13  # slot 13 % 8 = 5
+    assert f.put_key(h, 1000, T0)
+    assert f.put_key(h + 8, 2000, T0 + 2999)  # same slot, different hash
+    assert f.put_key(3, 3000, T0 + 4000)  # another slot
+    f.flush()
+    data = path.read_bytes()
+    assert HEADER.unpack_from(data, 0) == (T0, T0 + 4000, 1000, 3000, 2, 4)
+    items_at = 40 + slots * 4
+    assert SLOT.unpack_from(data, 40 + 5 * 4) == (2,)
+    assert SLOT.unpack_from(data, 40 + 3 * 4) == (3,)
+    assert data[items_at:items_at + 20] == bytes(20)  # item 0 never used
+    assert ITEM.unpack_from(data, items_at + 1 * 20) == (13, 1000, 0, 0)
+    assert ITEM.unpack_from(data, items_at + 2 * 20) == (21, 2000, 2, 1)  # truncated seconds, chain
+    assert ITEM.unpack_from(data, items_at + 3 * 20) == (3, 3000, 4, 0)
+    assert f.is_write_full() and not f.put_key(1, 4000, T0 + 5000)
+    out = []
+    f.select_phy_offsets(out, 13, 10, 0, 2**62)
+    assert out == [1000]  # the collision (hash 21) is skipped by hash
+    f.close()
+    g = IndexFile(str(path), slots, items)  # reload reads the header back
+    assert (g.begin_timestamp, g.end_phy_offset, g.hash_slot_count, g.index_count) == (T0, 3000, 2, 4)
+    g.close()
+
+
+def test_default_size_file_is_sparse(tmp_path):
+    path = tmp_path / "20240101000000000"
+    f = IndexFile(str(path), 5_000_000, 20_000_000, create=True)
+    f.put_key(index_key_hash("T#k"), 0, T0)
+    f.flush()
+    st = path.stat()
+    assert st.st_size == 420_000_040
+    assert st.st_blocks * 512 < 1024 * 1024
+    f.close()
+
+
+def test_time_window(tmp_path):
+    f = IndexFile(str(tmp_path / "20240101000000000"), 4, 16, create=True)
+    for i, dt in enumerate((0, 5000, 10000)):
+        f.put_key(7, 100 * i, T0 + dt)
+    for begin, end, expected in ((T0 + 4000, T0 + 6000, [100]), (0, 2**62, [200, 100, 0]),
+                                 (T0 + 5000, 2**62, [200, 100]), (T0 + 11000, 2**62, [])):
+        out = []
+        f.select_phy_offsets(out, 7, 32, begin, end)
+        assert out == expected, (begin, end)
+    out = []
+    f.select_phy_offsets(out, 7, 2, 0, 2**62)
+    assert out == [200, 100]  # maxNum
+    f.close()
+
+
+def test_colliding_slots_chain(tmp_path):
+    config = index_config(tmp_path / "s", max_hash_slot_num=2)
+    s = open_store(config)
+    try:
+        for i in range(20):
+            s.put_message(make_msg(body=f"b{i}".encode(), props={"KEYS": f"k{i % 5} all", "UNIQ_KEY": f"U{i}"}))
+        for k in range(5):
+            assert query_bodies(s, "TopicTest", f"k{k}") == sorted(f"b{i}".encode() for i in range(k, 20, 5))
+        assert query_bodies(s, "TopicTest", "U7") == [b"b7"]
+        assert len(query_bodies(s, "TopicTest", "all")) == 20
+        assert len(s.query_message("TopicTest", "all", 3, 0, 2**62).buffers) == 3
+        assert query_bodies(s, "Other", "k1") == []
+        f = s.index_service.index_files[0]
+        assert f.index_count == 1 + 20 * 3 and f.hash_slot_count == 2
+    finally:
+        s.shutdown()
+
+
+def test_roll_over_and_checkpoint(tmp_path):
+    config = index_config(tmp_path / "s", max_index_num=4)  # 3 items per file
+    s = open_store(config)
+    try:
+        results = [s.put_message(make_msg(body=f"b{i}".encode(), props={"UNIQ_KEY": f"U{i}"})).append_result
+                   for i in range(7)]
+        files = s.index_service.index_files
+        assert len(files) == 3 and len(index_files(config)) == 3
+        assert files[0].index_count == 4 and files[1].index_count == 4 and files[2].index_count == 2
+        assert files[0].end_phy_offset == results[2].wrote_offset
+        # the new file starts where the full one ended; its first item then resets begin
+        assert files[1].begin_phy_offset == results[3].wrote_offset
+        assert files[2].begin_timestamp == results[6].store_timestamp
+        assert s.checkpoint.index_msg_timestamp == 0
+        s.flush_consume_queues()
+        assert s.checkpoint.index_msg_timestamp == files[1].end_timestamp
+        for i in range(7):
+            assert query_bodies(s, "TopicTest", f"U{i}") == [f"b{i}".encode()]
+        r = s.query_message("TopicTest", "U0", 32, 0, 2**62)
+        assert r.index_last_update_phyoffset == results[6].wrote_offset
+        assert r.index_last_update_timestamp == results[6].store_timestamp
+    finally:
+        s.shutdown()
+
+
+def test_skips_offsets_below_end_and_rollback(tmp_path):
+    config = index_config(tmp_path / "s")
+    s = open_store(config)
+    try:
+        s.put_message(make_msg(body=b"a", props={"KEYS": "k"}))
+        r = s.put_message(make_msg(body=b"b", props={"KEYS": "k"})).append_result
+        index = s.index_service
+        count = index.index_files[0].index_count
+        index.build_index("TopicTest", 0, T0, 0, None, "k")  # below endPhyOffset: ignored
+        index.build_index("TopicTest", r.wrote_offset + 999, T0, 0xC, "U", "k")  # ROLLBACK
+        assert index.index_files[0].index_count == count
+        index.build_index("TopicTest", r.wrote_offset + 999, T0, 0x4, None, "k")  # PREPARED
+        assert index.index_files[0].index_count == count + 1
+    finally:
+        s.shutdown()
+
+
+def test_index_disabled(tmp_path):
+    config = index_config(tmp_path / "s", message_index_enable=False)
+    s = open_store(config)
+    try:
+        s.put_message(make_msg(props={"KEYS": "k"}))
+        assert s.query_message("TopicTest", "k", 32, 0, 2**62).buffers == []
+    finally:
+        s.shutdown()
+    assert index_files(config) == []
+
+
+def test_reopen_after_clean_shutdown(tmp_path):
+    config = index_config(tmp_path / "s")
+    s = open_store(config)
+    for i in range(5):
+        s.put_message(make_msg(body=f"b{i}".encode(), props={"KEYS": "k"}))
+    s.shutdown()
+    names = index_files(config)
+    s = open_store(config)
+    try:
+        assert index_files(config) == names
+        assert query_bodies(s, "TopicTest", "k") == [f"b{i}".encode() for i in range(5)]
+        s.put_message(make_msg(body=b"b5", props={"KEYS": "k"}))
+        assert index_files(config) == names  # appended to the same file
+        assert len(query_bodies(s, "TopicTest", "k")) == 6
+    finally:
+        s.shutdown()
+
+
+def test_abnormal_recovery_deletes_newer_files_and_rebuilds(tmp_path):
+    config = index_config(tmp_path / "s", max_index_num=4)
+    s = open_store(config)
+    for i in range(4):  # file 1 full (3 items), file 2 has one
+        s.put_message(make_msg(body=f"b{i}".encode(), props={"UNIQ_KEY": f"U{i}"}))
+    s.flush_consume_queues()  # checkpoint indexMsgTimestamp := file 1's end
+    for i in range(4, 6):
+        s.put_message(make_msg(body=f"b{i}".encode(), props={"UNIQ_KEY": f"U{i}"}))
+    first, second = index_files(config)
+    s.shutdown()
+    open(config.abort_path(), "w").close()  # the next start sees a crash
+    s = open_store(config)
+    try:
+        assert not s.last_exit_ok
+        names = index_files(config)
+        assert names[0] == first and second not in names  # deleted, then rebuilt by re-dispatch
+        for i in range(6):
+            assert query_bodies(s, "TopicTest", f"U{i}") == [f"b{i}".encode()]
+    finally:
+        s.shutdown()
+
+
+# ------------------------------------------------------------------ Apache RocketMQ 4.9.8
+
+apache = pytest.mark.skipif(not FIXTURE.exists(), reason="Apache store fixture missing")
+
+
+@pytest.fixture
+def java_config(tmp_path):
+    with tarfile.open(FIXTURE) as tar:
+        tar.extractall(tmp_path, filter="data")
+    return small_config(tmp_path / "store", mapped_file_size_commit_log=131072,
+                        mapped_file_size_consume_queue=2000, max_hash_slot_num=64, max_index_num=2048)
+
+
+def java_messages(store):
+    out = []
+    for q in range(4):
+        offset = 0
+        while True:
+            r = store.get_message("g", "TopicTest", q, offset, 32, None)
+            if not r.buffers:
+                break
+            out += decode_messages(b"".join(r.buffers))
+            offset = r.next_begin_offset
+    return [m for m in out if m.body.startswith(b"Hello RocketMQ")]
+
+
+@apache
+def test_query_apache_index_by_uniq_key(java_config):
+    s = open_store(java_config)
+    try:
+        assert len(s.index_service.index_files) == 1
+        msgs = java_messages(s)
+        assert len(msgs) == 1000
+        for m in msgs[::37]:
+            r = s.query_message("TopicTest", m.properties["UNIQ_KEY"], 32, 0, 2**63 - 1)
+            assert [decode_message(b)[0].body for b in r.buffers] == [m.body]
+            assert r.index_last_update_phyoffset == 215744
+    finally:
+        s.shutdown()
+
+
+@apache
+def test_rebuilt_index_matches_apache_bytes(java_config):
+    index_dir = Path(java_config.index_dir())
+    (java_file,) = index_dir.iterdir()
+    java_bytes = java_file.read_bytes()
+    shutil.rmtree(index_dir)
+    open(java_config.abort_path(), "w").close()  # abnormal start: re-dispatch the commit log
+    s = open_store(java_config)
+    s.shutdown()
+    (ours,) = index_dir.iterdir()
+    assert len(ours.name) == 17 and ours.name.isdigit()
+    assert ours.read_bytes() == java_bytes
