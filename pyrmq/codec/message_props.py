@@ -6,6 +6,8 @@ Sans-I/O: no files, no sockets, no trio.
 
 from __future__ import annotations
 
+import functools
+
 import socket
 import struct
 
@@ -119,11 +121,32 @@ def string_to_properties(s: str | None) -> dict[str, str]:
     return result
 
 
-def properties_to_string(props: dict[str, str]) -> str:
-    """Each pair as ``name \\x01 value \\x02``; ``None`` values are skipped."""
-    return "".join(
-        f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in props.items() if v is not None
-    )
+# HashMap defaults: 16 buckets, doubled whenever more than 3/4 of them would be in use.
+_HASHMAP_INITIAL_BUCKETS = 16
+
+
+@functools.lru_cache(maxsize=4096)
+def _spread_hash(name: str) -> int:
+    h = java_string_hash(name) & 0xFFFFFFFF
+    return h ^ (h >> 16)
+
+
+def properties_to_string(props: dict[str, str], entries_held: int = 0) -> str:
+    """Java ``messageProperties2String``: ``name \\x01 value`` pairs joined by ``\\x02`` (no
+    trailing separator), in the iteration order of the Java ``HashMap`` the pairs were put into
+    (``props``' insertion order) -- so the stored bytes are the ones a Java broker writes.
+
+    ``entries_held``: the most entries that map ever held, when some were removed since (its
+    bucket count grew with them).  ``None`` values are skipped.
+    """
+    items = [(k, v) for k, v in props.items() if v is not None]
+    buckets = _HASHMAP_INITIAL_BUCKETS
+    while max(len(props), entries_held) > buckets * 3 // 4:
+        buckets *= 2
+    mask = buckets - 1
+    # Within a bucket Java keeps insertion order (also across resizes): a stable sort by bucket.
+    items.sort(key=lambda kv: _spread_hash(kv[0]) & mask)
+    return PROPERTY_SEPARATOR.join(f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in items)
 
 
 def java_string_hash(s: str) -> int:

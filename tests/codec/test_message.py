@@ -99,8 +99,20 @@ def test_string_to_properties_java_rule(s, expected):
 
 def test_properties_to_string():
     assert properties_to_string({}) == ""
-    assert properties_to_string({"a": "1", "b": "2"}) == "a\x011\x02b\x012\x02"
-    assert properties_to_string({"a": None, "b": "2"}) == "b\x012\x02"  # type: ignore[dict-item]
+    # Java messageProperties2String: no trailing separator, Java HashMap iteration order
+    assert properties_to_string({"a": "1", "b": "2"}) == "a\x011\x02b\x012"
+    assert properties_to_string({"b": "2", "a": "1"}) == "a\x011\x02b\x012"   # buckets 1 and 2
+    assert properties_to_string({"a": None, "b": "2"}) == "b\x012"  # type: ignore[dict-item]
+
+
+def test_properties_order_is_the_java_brokers():
+    # From the Apache 4.9.8 broker's stored record (tests/fixtures/frames/broker_pull_found_json.bin):
+    # client string UNIQ_KEY, WAIT, TAGS; the broker added CLUSTER and dropped WAIT.
+    props = {"UNIQ_KEY": "FD00", "WAIT": "true", "TAGS": "TagA", "CLUSTER": "DefaultCluster"}
+    del props["WAIT"]
+    assert properties_to_string(props, entries_held=4) == "UNIQ_KEY\x01FD00\x02CLUSTER\x01DefaultCluster\x02TAGS\x01TagA"
+    many = {f"k{i}": str(i) for i in range(13)}   # 13 entries: the Java map has grown to 32 buckets
+    assert properties_to_string(many).split("\x02")[:3] == ["k0\x010", "k1\x011", "k2\x012"]
 
 
 @given(st.dictionaries(
