@@ -1,5 +1,6 @@
 """Queue offset queries and topic administration: GET_MAX_OFFSET (30), GET_MIN_OFFSET (31),
 SEARCH_OFFSET_BY_TIMESTAMP (29), GET_EARLIEST_MSG_STORETIME (32), VIEW_MESSAGE_BY_ID (33),
+QUERY_MESSAGE (12),
 UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG (21),
 GET_BROKER_CONFIG (26), GET_BROKER_RUNTIME_INFO (28), GET_TOPIC_STATS_INFO (202)."""
 
@@ -12,6 +13,7 @@ from pyrmq.broker.config import as_properties
 from pyrmq.broker.topic_config import TopicConfig, is_system_topic, validate_topic
 from pyrmq.codec import fastjson
 from pyrmq.codec.codes import RequestCode, ResponseCode
+from pyrmq.codec.message import MessageConst, RecordInfo, check_record
 from pyrmq.codec.remoting import RemotingCommand
 from pyrmq.remoting.channel import Channel
 from pyrmq.remoting.dispatch import ProcessorTable
@@ -20,6 +22,8 @@ from pyrmq.remoting.headers import optional_bool, optional_int, required_int, re
 if TYPE_CHECKING:
     from pyrmq.broker.controller import BrokerController
 
+UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"  # Java MixAll.UNIQUE_MSG_QUERY_FLAG
+QUERY_NOT_FOUND_REMARK = "can not find message, maybe time range not correct"
 SLAVE_REMARK = "Can't modify topic or subscription group from slave broker, please execute it from master broker."
 
 
@@ -44,6 +48,33 @@ def register_admin_processors(table: ProcessorTable, ctl: BrokerController) -> N
         if record is None:
             return request.response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
         return request.response(ResponseCode.SUCCESS, body=bytes(record))
+
+    def query_message(channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        topic = required_str(request, "topic")
+        key = required_str(request, "key")
+        max_num = required_int(request, "maxNum")
+        begin = required_int(request, "beginTimestamp")
+        end = required_int(request, "endTimestamp")
+        unique = (request.ext_fields or {}).get(UNIQUE_MSG_QUERY_FLAG) == "true"
+        if unique:
+            max_num = store.config.default_query_max_num
+
+        def match(record: memoryview) -> bool:
+            """The real topic and key: the index compares hashes only (store.md §5.4)."""
+            info = check_record(record, 0, len(record), check_crc=False)
+            if not isinstance(info, RecordInfo) or info.topic != topic:
+                return False
+            if unique:
+                return info.uniq_key == key
+            return info.keys is not None and key in info.keys.split(MessageConst.KEY_SEPARATOR)
+
+        result = store.query_message(topic, key, max_num, begin, end, match)
+        header = {"indexLastUpdateTimestamp": str(result.index_last_update_timestamp),
+                  "indexLastUpdatePhyoffset": str(result.index_last_update_phyoffset)}
+        if not result.buffers:
+            return request.response(ResponseCode.QUERY_NOT_FOUND, QUERY_NOT_FOUND_REMARK, ext_fields=header)
+        return request.response(ResponseCode.SUCCESS, ext_fields=header,
+                                body=b"".join(result.buffers))
 
     def update_and_create_topic(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         if ctl.is_slave:
@@ -119,6 +150,7 @@ def register_admin_processors(table: ProcessorTable, ctl: BrokerController) -> N
                    queue_offset_query(store.get_earliest_message_time, "timestamp"))
     table.register(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, search_offset)
     table.register(RequestCode.VIEW_MESSAGE_BY_ID, view_message_by_id)
+    table.register(RequestCode.QUERY_MESSAGE, query_message)
     table.register(RequestCode.UPDATE_AND_CREATE_TOPIC, update_and_create_topic)
     table.register(RequestCode.DELETE_TOPIC_IN_BROKER, delete_topic)
     table.register(RequestCode.GET_ALL_TOPIC_CONFIG, all_topic_config)

@@ -10,12 +10,12 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from store_helpers import make_msg, open_store, small_config
 
 from pyrmq.codec.message import decode_message, decode_messages
 from pyrmq.codec.message_props import java_string_hash
 from pyrmq.store.index_file import IndexFile, index_key_hash
 from pyrmq.store.index_service import index_keys_of
-from store_helpers import make_msg, open_store, small_config
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "store" / "apache-4.9.8-small.tar.gz"
 T0 = 1_700_000_000_000
@@ -27,7 +27,7 @@ ITEM = struct.Struct(">iqii")  # keyHash, phy offset, timeDiff (s), prev index
 
 
 def index_config(root, **kw):
-    values = dict(max_hash_slot_num=16, max_index_num=64)
+    values = {"max_hash_slot_num": 16, "max_index_num": 64}
     values.update(kw)
     return small_config(root, **values)
 
