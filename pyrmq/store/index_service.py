@@ -12,6 +12,7 @@ import logging
 import os
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 from pyrmq.codec.message_props import MessageConst, MessageSysFlag
@@ -67,7 +68,8 @@ class IndexService:
         self.hash_slot_num = config.max_hash_slot_num
         self.index_num = config.max_index_num
         self.index_files: list[IndexFile] = []
-        self._full_unflushed: list[IndexFile] = []
+        # appended by dispatch (event loop), drained by flush (worker thread): deque ops are atomic
+        self._full_unflushed: deque[IndexFile] = deque()
         self._flush_lock = threading.Lock()
 
     # ------------------------------------------------------------------ lifecycle
@@ -98,8 +100,8 @@ class IndexService:
         Blocking; runs in a worker thread. The caller flushes the checkpoint afterwards.
         """
         with self._flush_lock:
-            full, self._full_unflushed = self._full_unflushed, []
-            for f in full:
+            while self._full_unflushed:
+                f = self._full_unflushed.popleft()
                 f.flush()
                 self.checkpoint.index_msg_timestamp = max(self.checkpoint.index_msg_timestamp,
                                                           f.end_timestamp)

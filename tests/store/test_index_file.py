@@ -4,6 +4,7 @@ windows, reopen, abnormal-recovery deletion, and Apache RocketMQ 4.9.8's own ind
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import struct
 import tarfile
@@ -46,6 +47,12 @@ def test_key_hash_is_abs_of_java_hash():
     assert index_key_hash("T#k") == abs(java_string_hash("T#k"))
     assert java_string_hash("polygenelubricants") == -2**31  # Integer.MIN_VALUE
     assert index_key_hash("polygenelubricants") == 0
+    rnd = random.Random(5)
+    keys = ["", "a", "T#" + "x" * 1500, "Topic#\u00e9\u4e2d\U0001f600"]
+    keys += ["".join(chr(rnd.randrange(32, 127)) for _ in range(rnd.randrange(60))) for _ in range(300)]
+    for k in keys:  # the ASCII fast path agrees with the per-char Java hash
+        h = java_string_hash(k)
+        assert index_key_hash(k) == (abs(h) if h != -2**31 else 0), k
 
 
 def test_properties_scan_finds_only_whole_names():
