@@ -117,14 +117,10 @@ def test_producer_fails_over_to_the_other_broker(two_broker_cluster, java_client
     assert set(got) == {e["body"] for e in ok} and set(got.values()) == {1}
 
 
-def test_admin_query_message_by_key(server, server_kind, java_client, names, request):
+def test_admin_query_message_by_key(server, java_client, names):
     """DefaultMQAdminExt.queryMessage(topic, key): QUERY_MESSAGE (12) to each broker of the
     route, answered from the broker's index of message keys; every key k-i finds exactly its one
     message."""
-    if server_kind.startswith("pyrmq"):
-        request.applymarker(pytest.mark.xfail(
-            strict=True, reason="pyrmq has no message index: QUERY_MESSAGE (12) is answered "
-                                "REQUEST_CODE_NOT_SUPPORTED (3), the client reports 208 'no message'"))
     run = java_client.run("admin", namesrv=server.namesrv_addr, topic=names.topic, group=names.group,
                           queues=3, count=3)
     by_i = {e["i"]: e for e in run.sent}
