@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import mmap
-import operator
 import os
 
 from pyrmq.codec.message_props import java_string_hash
@@ -35,20 +34,9 @@ INVALID_INDEX = 0  # slot value / prev link meaning "no item"
 INT32_MAX = 0x7FFF_FFFF
 
 
-# Powers of 31 modulo 2**32: an ASCII key's Java hash is sum(char_i * 31**(n-1-i)) mod 2**32,
-# which map/sum evaluate in C -- twice as fast as the per-character loop, once per indexed key.
-_POW31 = tuple(pow(31, i, 1 << 32) for i in range(1024))
-_mul = operator.mul
-
-
 def index_key_hash(key: str) -> int:
     """``abs(key.hashCode())``, 0 when that is still negative (hashCode was Integer.MIN_VALUE)."""
-    if key.isascii() and len(key) <= len(_POW31):
-        h = sum(map(_mul, key.encode()[::-1], _POW31)) & 0xFFFF_FFFF
-        if h & 0x8000_0000:
-            h = 0x1_0000_0000 - h
-    else:
-        h = abs(java_string_hash(key))
+    h = abs(java_string_hash(key))
     return h if h <= INT32_MAX else 0
 
 
