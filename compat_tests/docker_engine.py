@@ -13,7 +13,6 @@ import functools
 import os
 import threading
 from pathlib import Path
-from typing import IO
 
 JAVA_IMAGE = os.environ.get("PYRMQ_COMPAT_JAVA_IMAGE", "eclipse-temurin:17-jdk")
 REPO = Path(__file__).resolve().parents[1]
@@ -43,30 +42,31 @@ class ContainerProcess:
     watch events appear exactly as with a local process.
     """
 
-    def __init__(self, argv: list[str], stdout: IO[bytes], stderr: IO[bytes], env: dict[str, str] | None,
-                 cwd: str | None = None) -> None:
+    def __init__(self, argv: list[str], stdout_path: Path, stderr_path: Path, cwd: Path,
+                 env: dict[str, str] | None = None) -> None:
         client = engine()
         if client is None:
             raise RuntimeError("no Docker engine")
+        # Same paths inside as outside: the class path and the work files need no rewriting.
+        mounts = {REPO: "rw", Path(cwd): "rw"}
         home_m2 = Path.home() / ".m2"
-        volumes = {str(REPO): {"bind": str(REPO), "mode": "rw"}}
         if home_m2.exists():
-            volumes[str(home_m2)] = {"bind": str(home_m2), "mode": "ro"}
-        for path in {Path(a).parent for a in argv if a.startswith("/tmp/")}:
-            volumes[str(path)] = {"bind": str(path), "mode": "rw"}
+            mounts[home_m2] = "ro"
+        volumes = {str(path): {"bind": str(path), "mode": mode} for path, mode in mounts.items()}
         self.container = client.containers.run(
             JAVA_IMAGE, command=argv, detach=True, network_mode="host", volumes=volumes,
-            working_dir=cwd or str(REPO), environment=env or {}, user=f"{os.getuid()}:{os.getgid()}")
+            working_dir=str(cwd), environment=env or {}, user=f"{os.getuid()}:{os.getgid()}")
         self.returncode: int | None = None
-        self._pumps = [threading.Thread(target=self._pump, args=(stdout, True, False), daemon=True),
-                       threading.Thread(target=self._pump, args=(stderr, False, True), daemon=True)]
+        self._pumps = [threading.Thread(target=self._pump, args=(stdout_path, True, False), daemon=True),
+                       threading.Thread(target=self._pump, args=(stderr_path, False, True), daemon=True)]
         for pump in self._pumps:
             pump.start()
 
-    def _pump(self, sink: IO[bytes], want_stdout: bool, want_stderr: bool) -> None:
-        for chunk in self.container.logs(stream=True, follow=True, stdout=want_stdout, stderr=want_stderr):
-            sink.write(chunk)
-            sink.flush()
+    def _pump(self, path: Path, want_stdout: bool, want_stderr: bool) -> None:
+        with open(path, "ab") as sink:
+            for chunk in self.container.logs(stream=True, follow=True, stdout=want_stdout, stderr=want_stderr):
+                sink.write(chunk)
+                sink.flush()
 
     def poll(self) -> int | None:
         if self.returncode is None:

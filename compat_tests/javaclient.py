@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from compat_tests import docker_engine
 from compat_tests.build import JavaBuild
 from compat_tests.servers import die_with_parent
 
@@ -104,9 +105,15 @@ class JavaClient:
     def start(self, scenario: str, **options: object) -> "RunningScenario":
         argv = self.argv(scenario, options)
         out_path, err_path = self._paths(scenario)
-        with open(out_path, "wb") as out, open(err_path, "wb") as err:
-            proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                    cwd=self.workdir, preexec_fn=die_with_parent)
+        if docker_engine.engine() is not None:
+            # A Docker engine is reachable: the runner runs in a JDK container (same command line).
+            out_path.write_bytes(b"")
+            err_path.write_bytes(b"")
+            proc = docker_engine.ContainerProcess(argv, out_path, err_path, self.workdir)
+        else:
+            with open(out_path, "wb") as out, open(err_path, "wb") as err:
+                proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                        cwd=self.workdir, preexec_fn=die_with_parent)
         deadline_s = int(options.get("deadline_ms", DEFAULT_DEADLINE_MS)) / 1000 + SUBPROCESS_GRACE_S
         return RunningScenario(argv, proc, out_path, err_path, deadline_s)
 

@@ -39,7 +39,6 @@ def test_admin_topic_lifecycle(server, java_client, names):
     sent = run.sent
     assert [e["queueId"] for e in sorted(sent, key=lambda e: e["i"])] == [i % 3 for i in range(9)]
     assert {e["status"] for e in sent} == {"SEND_OK"}
-    by_i = {e["i"]: e for e in sent}
     views = {e["offsetMsgId"]: e for e in run.of("view")}
     for e in sent:  # viewMessage(offsetMsgId): VIEW_MESSAGE_BY_ID to the broker in the id
         v = views[e["offsetMsgId"]]
