@@ -9,11 +9,11 @@ COPY pyproject.toml README.md ./
 COPY pyrmq ./pyrmq
 RUN pip install --no-cache-dir . && rm -rf /root/.cache
 
-COPY conf/docker/broker.conf /etc/pyrmq/broker.conf
+COPY conf/docker/ /etc/pyrmq/
 USER rocketmq
 ENV HOME=/data
 VOLUME /data
 # 9876 NameServer, 10911 broker, 10909 broker fast port (listenPort - 2), 10912 HA (listenPort + 1)
 EXPOSE 9876 10909 10911 10912
 ENTRYPOINT ["pyrmq"]
-CMD ["standalone", "-c", "/etc/pyrmq/broker.conf", "--namesrv-port", "9876"]
+CMD ["standalone", "-c", "/etc/pyrmq/standalone.conf", "--namesrv-port", "9876"]
