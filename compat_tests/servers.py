@@ -85,13 +85,20 @@ def _port_is_free(port: int) -> bool:
     return True
 
 
+# Ports handed out in this session: a block is free until its server binds it, so two allocations
+# in a row must not return overlapping blocks.
+_HANDED_OUT: set[int] = set()
+
+
 def allocate_ports() -> Ports:
     """A NameServer port and a block of four free broker ports (fast, unused, listen, ha)."""
     rng = random.Random()
     for _ in range(500):
         base = rng.randrange(PORT_RANGE[0], PORT_RANGE[1] - 8)
         ports = Ports(namesrv=base, listen=base + 4)
-        if all(_port_is_free(p) for p in ports.all()):
+        block = set(range(base, base + 8))
+        if not block & _HANDED_OUT and all(_port_is_free(p) for p in ports.all()):
+            _HANDED_OUT.update(block)
             return ports
     raise RuntimeError(f"no free block of loopback ports in {PORT_RANGE}")
 
