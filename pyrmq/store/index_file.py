@@ -13,8 +13,6 @@ IndexHeader does, so the bytes on disk are always current up to the last flush.
 from __future__ import annotations
 
 import logging
-import mmap
-import os
 
 from pyrmq.codec.message_props import java_string_hash
 from pyrmq.codec.store_formats import (
@@ -26,7 +24,7 @@ from pyrmq.codec.store_formats import (
     INDEX_SLOT_SIZE,
     index_file_size,
 )
-from pyrmq.store.model import StoreError
+from pyrmq.store.mapped_file import FixedMapping
 
 log = logging.getLogger(__name__)
 
@@ -40,34 +38,16 @@ def index_key_hash(key: str) -> int:
     return h if h <= INT32_MAX else 0
 
 
-class IndexFile:
+class IndexFile(FixedMapping):
     """One mapped index file; positions follow store_formats' declared layout."""
 
     def __init__(self, path: str, hash_slot_num: int, index_num: int, *, create: bool = False,
                  end_phy_offset: int = 0, end_timestamp: int = 0) -> None:
-        self.path = path
-        self.file_name = os.path.basename(path)
         self.hash_slot_num = hash_slot_num
         self.index_num = index_num
-        self.file_size = index_file_size(hash_slot_num, index_num)
         self._items_start = INDEX_HEADER_SIZE + hash_slot_num * INDEX_SLOT_SIZE
-        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
-        self.fd = os.open(path, flags, 0o644)
-        try:
-            if create:
-                os.ftruncate(self.fd, self.file_size)  # sparse: no 420 MB of zeros written
-            else:
-                actual = os.fstat(self.fd).st_size
-                if actual != self.file_size:
-                    raise StoreError(
-                        f"{path}: length not matched: file has {actual} bytes, maxHashSlotNum="
-                        f"{hash_slot_num} and maxIndexNum={index_num} make {self.file_size}")
-            self.mm = mmap.mmap(self.fd, self.file_size, mmap.MAP_SHARED,
-                                mmap.PROT_READ | mmap.PROT_WRITE)
-        except BaseException:
-            os.close(self.fd)
-            raise
-        self.closed = False
+        super().__init__(path, index_file_size(hash_slot_num, index_num), create=create,
+                         size_hint=f"maxHashSlotNum={hash_slot_num} and maxIndexNum={index_num}")
         if create:
             self.begin_timestamp = self.end_timestamp = max(0, end_timestamp)
             self.begin_phy_offset = self.end_phy_offset = max(0, end_phy_offset)
@@ -150,22 +130,4 @@ class IndexFile:
     def flush(self) -> None:
         """Sync the file (blocking; call from a worker thread). The header in the mapping is
         already current: every insert writes it."""
-        if not self.closed:
-            os.fdatasync(self.fd)
-
-    def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        try:
-            self.mm.close()
-        except BufferError:
-            log.debug("%s still has readers; leaving the mapping to the garbage collector", self.path)
-        os.close(self.fd)
-
-    def destroy(self) -> None:
-        self.close()
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
+        self.sync()

@@ -23,39 +23,73 @@ def offset_to_file_name(offset: int) -> str:
     return f"{offset:0{FILE_NAME_DIGITS}d}"
 
 
-class MappedFile:
-    """A store file mapped read-write; positions are relative to the file start."""
+class FixedMapping:
+    """A file of a fixed size mapped read-write: created sparse (``ftruncate``) or opened only
+    when its length is the expected one.  Shared by the store files and the index files."""
 
-    def __init__(self, path: str, file_size: int, *, create: bool = False) -> None:
+    def __init__(self, path: str, file_size: int, *, create: bool, size_hint: str) -> None:
         self.path = path
         self.file_name = os.path.basename(path)
-        try:
-            self.file_from_offset = int(self.file_name)
-        except ValueError as e:
-            raise StoreError(f"store file name is not an offset: {path}") from e
         self.file_size = file_size
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
         self.fd = os.open(path, flags, 0o644)
         try:
             if create:
-                os.ftruncate(self.fd, file_size)
+                os.ftruncate(self.fd, file_size)   # sparse: nothing is written until used
             else:
                 actual = os.fstat(self.fd).st_size
                 if actual != file_size:
-                    raise StoreError(
-                        f"{path}: length not matched: file has {actual} bytes, configured "
-                        f"mapped file size is {file_size}"
-                    )
+                    raise StoreError(f"{path}: length not matched: file has {actual} bytes, expected "
+                                     f"{file_size} ({size_hint})")
             self.mm = mmap.mmap(self.fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         except BaseException:
             os.close(self.fd)
             raise
         self.view = memoryview(self.mm)
+        self.closed = False
+
+    def sync(self) -> None:
+        """Write dirty pages of this file to disk (blocking; call from a worker thread).
+
+        ``os.fdatasync`` releases the GIL, unlike ``mmap.flush`` (msync runs with the GIL held
+        in CPython); on Linux it writes back pages dirtied through the shared mapping as well.
+        """
+        if not self.closed:
+            os.fdatasync(self.fd)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.view.release()
+        try:
+            self.mm.close()
+        except BufferError:
+            # a reader still holds a memoryview of the mapping; the mapping goes away with it
+            log.debug("%s still has readers; leaving the mapping to the garbage collector", self.path)
+        os.close(self.fd)
+
+    def destroy(self) -> None:
+        self.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+class MappedFile(FixedMapping):
+    """A store file mapped read-write; positions are relative to the file start."""
+
+    def __init__(self, path: str, file_size: int, *, create: bool = False) -> None:
+        try:
+            self.file_from_offset = int(os.path.basename(path))
+        except ValueError as e:
+            raise StoreError(f"store file name is not an offset: {path}") from e
+        super().__init__(path, file_size, create=create, size_hint="the configured mapped file size")
         self.wrote_position = 0
         self.flushed_position = 0
         # set on the first file created in an empty consume queue (pre-blank fill, store.md §4.3)
         self.first_create_in_queue = False
-        self.closed = False
 
     def __repr__(self) -> str:
         return f"MappedFile({self.path!r}, wrote={self.wrote_position})"
@@ -74,15 +108,6 @@ class MappedFile:
         if pos < 0 or end > self.wrote_position or end < pos:
             return None
         return self.view[pos:end]
-
-    def sync(self) -> None:
-        """Write dirty pages of this file to disk (blocking; call from a worker thread).
-
-        ``os.fdatasync`` releases the GIL, unlike ``mmap.flush`` (msync runs with the GIL held
-        in CPython); on Linux it writes back pages dirtied through the shared mapping as well.
-        """
-        if not self.closed:
-            os.fdatasync(self.fd)
 
     def zero(self, start: int, end: int) -> None:
         """Zero ``[start, end)`` of the file (dirty tail after recovery)."""
@@ -115,22 +140,3 @@ class MappedFile:
             return os.stat(self.path).st_mtime
         except FileNotFoundError:
             return 0.0
-
-    def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        self.view.release()
-        try:
-            self.mm.close()
-        except BufferError:
-            # a reader still holds a memoryview of the mapping; the mapping goes away with it
-            log.debug("%s still has readers; leaving the mapping to the garbage collector", self.path)
-        os.close(self.fd)
-
-    def destroy(self) -> None:
-        self.close()
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
