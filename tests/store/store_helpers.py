@@ -15,8 +15,9 @@ BORN_HOST = ("192.168.1.7", 50000)
 
 
 def small_config(root, **overrides) -> MessageStoreConfig:
+    # small index files too: a default one is 420 MB (sparse, but copied whole by copytree)
     values = dict(store_path_root_dir=str(root), mapped_file_size_commit_log=4096,
-                  mapped_file_size_consume_queue=20 * 10)
+                  mapped_file_size_consume_queue=20 * 10, max_hash_slot_num=64, max_index_num=256)
     values.update(overrides)
     return MessageStoreConfig(**values)
 
