@@ -53,6 +53,7 @@ from pyrmq.codec.message_props import (
     host_to_bytes,
     java_string_hash,
     properties_to_string,
+    property_value,
     string_to_properties,
     tags_string_to_tags_code,
 )
@@ -537,7 +538,7 @@ __all__ = [
     "bytes_to_host", "check_record", "create_offset_msg_id", "decode_batch", "decode_message",
     "decode_messages", "decode_offset_msg_id", "encode_batch", "encode_message_record",
     "encode_message_record_bytes", "encode_topic_tail", "host_to_bytes", "java_string_hash",
-    "pickup_store_timestamp", "prepare_record", "properties_to_string", "record_length",
+    "pickup_store_timestamp", "prepare_record", "properties_to_string", "property_value", "record_length",
     "store_timestamp_position", "string_to_properties", "tags_string_to_tags_code",
     "write_prepared_record",
 ]

@@ -122,6 +122,19 @@ def string_to_properties(s: str | None) -> dict[str, str]:
     return result
 
 
+def property_value(properties: str, name: str) -> str | None:
+    """Value of property ``name`` (given with its trailing \\x01) in a properties string, without
+    parsing the whole string (the last occurrence wins, as in ``string_to_properties``)."""
+    i = properties.rfind(name)
+    while i > 0 and properties[i - 1] != PROPERTY_SEPARATOR:
+        i = properties.rfind(name, 0, i)
+    if i < 0:
+        return None
+    start = i + len(name)
+    end = properties.find(PROPERTY_SEPARATOR, start)
+    return properties[start:] if end < 0 else properties[start:end]
+
+
 # HashMap defaults: 16 buckets, doubled whenever more than 3/4 of them would be in use.
 _HASHMAP_INITIAL_BUCKETS = 16
 

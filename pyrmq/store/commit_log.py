@@ -23,7 +23,7 @@ from pyrmq.codec.message import (
     host_to_bytes,
     pickup_store_timestamp,
     prepare_record,
-    string_to_properties,
+    property_value,
     tags_string_to_tags_code,
     write_prepared_record,
 )
@@ -38,6 +38,7 @@ from pyrmq.store.model import (
 )
 
 log = logging.getLogger(__name__)
+_TAGS = MessageConst.PROPERTY_TAGS + "\x01"
 
 # 4.9.8 and 5.x encoders accept a whole record of up to maxMessageSize plus this much
 # (topic, properties and the fixed fields around a maximal body)
@@ -239,7 +240,7 @@ class CommitLog:
                     prepared_transaction_offset=0, store_ip=store_ip,
                     tail=encode_topic_tail(topic_bytes, props.encode()),
                 )
-                tags = string_to_properties(e.properties).get(MessageConst.PROPERTY_TAGS)
+                tags = property_value(e.properties, _TAGS)
                 prepared.append((r, props, tags_string_to_tags_code(tags)))
         except (MessageFormatError, OSError, ValueError) as e:
             raise AppendError(PutMessageStatus.MESSAGE_ILLEGAL, str(e)) from e

@@ -15,7 +15,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from pyrmq.codec.message_props import MessageConst, MessageSysFlag
+from pyrmq.codec.message_props import MessageConst, MessageSysFlag, property_value
 from pyrmq.store.checkpoint import StoreCheckpoint
 from pyrmq.store.index_file import IndexFile, index_key_hash
 from pyrmq.store.model import MessageStoreConfig, StoreError
@@ -29,23 +29,11 @@ _TRANSACTION_MASK = MessageSysFlag.TRANSACTION_MASK
 _ROLLBACK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
 
 
-def _property(properties: str, name: str) -> str | None:
-    """Value of property ``name`` (given with its trailing \\x01) in a properties string."""
-    i = properties.rfind(name)
-    while i > 0 and properties[i - 1] != "\x02":
-        i = properties.rfind(name, 0, i)
-    if i < 0:
-        return None
-    start = i + len(name)
-    end = properties.find("\x02", start)
-    return properties[start:] if end < 0 else properties[start:end]
-
-
 def index_keys_of(properties: str) -> tuple[str | None, str | None]:
     """(UNIQ_KEY, KEYS) of a properties string; both None unless the string mentions a key."""
     if "KEY" not in properties:  # cheap pre-check: both names contain it
         return None, None
-    return _property(properties, _UNIQ_KEY), _property(properties, _KEYS)
+    return property_value(properties, _UNIQ_KEY), property_value(properties, _KEYS)
 
 
 def _file_name(now_ms: int) -> str:

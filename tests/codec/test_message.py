@@ -471,3 +471,13 @@ def test_check_record_accepts_java_498_property_strings():
 def test_ipv4_mapped_hosts_are_stored_as_ipv4():
     data = encode_message_record_bytes(**dict(FIELDS, born_host=("::ffff:192.168.0.2", 50123)))
     assert data == hand_built_record()
+
+
+def test_property_value_agrees_with_full_parse():
+    from pyrmq.codec.message import property_value
+    s = "KEYS\x01a b\x02XTAGS\x01no\x02TAGS\x01T1\x02UNIQ_KEY\x01U\x02TAGS\x01T2"
+    assert property_value(s, "TAGS\x01") == string_to_properties(s)["TAGS"] == "T2"   # last one wins
+    assert property_value(s, "KEYS\x01") == "a b"
+    assert property_value(s, "UNIQ_KEY\x01") == "U"
+    assert property_value(s, "DELAY\x01") is None
+    assert property_value("XTAGS\x01no", "TAGS\x01") is None   # a longer name is not the property
