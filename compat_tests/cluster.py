@@ -44,7 +44,8 @@ from compat_tests.servers import (
     START_TIMEOUT_S,
     STOP_TIMEOUT_S,
     ProbeError,
-    die_with_parent,
+    tail_of,
+    spawn_logged,
     remoting_call,
 )
 
@@ -95,14 +96,6 @@ def broker_listen_port() -> int:
 
 # --------------------------------------------------------------------------------------- processes
 
-def _tail(path: Path, lines: int) -> str:
-    try:
-        text = path.read_text(errors="replace").splitlines()[-lines:]
-    except OSError:
-        return f"({path}: no output)"
-    return f"--- {path}\n" + "\n".join(text)
-
-
 class Node(ABC):
     """One child process: a NameServer or a broker."""
 
@@ -127,11 +120,8 @@ class Node(ABC):
     def launch(self) -> None:
         assert self.proc is None or self.proc.poll() is not None, f"{self} is running"
         argv = self.argv()
-        with open(self.out_path, "ab") as out:
-            out.write(f"=== {' '.join(argv[-6:])}\n".encode())
-            out.flush()
-            self.proc = subprocess.Popen(argv, cwd=self.workdir, env=self.env(), stdin=subprocess.DEVNULL,
-                                         stdout=out, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
+        self.proc = spawn_logged(argv, self.out_path, cwd=self.workdir, env=self.env(),
+                                 banner=" ".join(argv[-6:]))
 
     @property
     def running(self) -> bool:
@@ -166,7 +156,7 @@ class Node(ABC):
         return [self.out_path]
 
     def log_tail(self, lines: int = 40) -> str:
-        return "\n".join(_tail(p, lines) for p in self.log_files())
+        return "\n".join(tail_of(p, lines) for p in self.log_files())
 
     def __repr__(self) -> str:
         return f"<{self.kind} {self.role} {self.workdir.name}>"

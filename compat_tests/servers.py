@@ -334,7 +334,18 @@ def _terminate(proc: subprocess.Popen, timeout: float) -> int:
     return proc.returncode
 
 
-def _tail(path: Path, lines: int) -> str:
+def spawn_logged(argv: list[str], out_path: Path, *, cwd: Path, env: dict[str, str],
+                 banner: str) -> subprocess.Popen:
+    """Start a server child with stdout+stderr appended to ``out_path`` after a ``=== banner``
+    line; the child is killed when the test session dies."""
+    with open(out_path, "ab") as out:
+        out.write(f"=== {banner}\n".encode())
+        out.flush()
+        return subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
+
+
+def tail_of(path: Path, lines: int) -> str:
     try:
         text = path.read_text(errors="replace").splitlines()[-lines:]
     except OSError:
@@ -368,19 +379,36 @@ class PyrmqServer(Server):
     def _launch(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             return
-        env = dict(os.environ, HOME=str(self.config.home))
-        with open(self.out_path, "ab") as out:
-            out.write(f"=== start {self.starts}: {' '.join(self.command())}\n".encode())
-            out.flush()
-            self.proc = subprocess.Popen(self.command(), cwd=self.config.workdir, env=env,
-                                         stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                         preexec_fn=die_with_parent)
+        self.proc = spawn_logged(self.command(), self.out_path, cwd=self.config.workdir,
+                                 env=dict(os.environ, HOME=str(self.config.home)),
+                                 banner=f"start {self.starts}: {' '.join(self.command())}")
 
     def log_tail(self, lines: int = 40) -> str:
-        return _tail(self.out_path, lines)
+        return tail_of(self.out_path, lines)
 
 
-class PyrmqSplitServer(Server):
+class TwoProcessServer(Server):
+    """A NameServer process and a broker process (``namesrv`` / ``broker``), each with its log."""
+
+    namesrv: subprocess.Popen | None
+    broker: subprocess.Popen | None
+
+    @abstractmethod
+    def _env(self) -> dict[str, str]:
+        ...
+
+    def _spawn(self, argv: list[str], out_path: Path) -> subprocess.Popen:
+        return spawn_logged(argv, out_path, cwd=self.config.workdir, env=self._env(),
+                            banner=f"start {self.starts}: {' '.join(argv[-4:])}")
+
+    def _processes(self) -> list[subprocess.Popen]:
+        return [p for p in (self.namesrv, self.broker) if p is not None]
+
+    def _broker_process(self) -> subprocess.Popen | None:
+        return self.broker
+
+
+class PyrmqSplitServer(TwoProcessServer):
     """``python -m pyrmq namesrv --port P`` and ``python -m pyrmq broker -c broker.conf -n
     127.0.0.1:P`` as two processes, the way Apache runs: registration goes over the network."""
 
@@ -396,19 +424,8 @@ class PyrmqSplitServer(Server):
         self.namesrv_out = config.workdir / "namesrv.out"
         self.broker_out = config.workdir / "broker.out"
 
-    def _spawn(self, argv: list[str], out_path: Path) -> subprocess.Popen:
-        env = dict(os.environ, HOME=str(self.config.home))
-        with open(out_path, "ab") as out:
-            out.write(f"=== start {self.starts}: {' '.join(argv)}\n".encode())
-            out.flush()
-            return subprocess.Popen(argv, cwd=self.config.workdir, env=env, stdin=subprocess.DEVNULL,
-                                    stdout=out, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
-
-    def _processes(self) -> list[subprocess.Popen]:
-        return [p for p in (self.namesrv, self.broker) if p is not None]
-
-    def _broker_process(self) -> subprocess.Popen | None:
-        return self.broker
+    def _env(self) -> dict[str, str]:
+        return dict(os.environ, HOME=str(self.config.home))
 
     def _launch(self) -> None:
         if self.namesrv is None or self.namesrv.poll() is not None:
@@ -420,7 +437,7 @@ class PyrmqSplitServer(Server):
                                        "-n", self.namesrv_addr], self.broker_out)
 
     def log_tail(self, lines: int = 40) -> str:
-        return "\n".join(_tail(p, lines) for p in (self.namesrv_out, self.broker_out))
+        return "\n".join(tail_of(p, lines) for p in (self.namesrv_out, self.broker_out))
 
 
 # JVM flags for Apache RocketMQ 4.9.x on JDK 9+: its MappedFile unmaps through internal NIO API.
@@ -444,7 +461,7 @@ LOGBACK_TEMPLATE = """<configuration>
 """
 
 
-class ApacheServer(Server):
+class ApacheServer(TwoProcessServer):
     """Apache RocketMQ's NamesrvStartup and BrokerStartup from the Maven Central jars."""
 
     kind = "apache"
@@ -489,19 +506,8 @@ class ApacheServer(Server):
                 "-Drocketmq.broker.diskSpaceCleanForciblyRatio=0.98",
                 *JAVA_OPENS, "-cp", self.classpath]
 
-    def _spawn(self, argv: list[str], out_path: Path) -> subprocess.Popen:
-        env = dict(os.environ, ROCKETMQ_HOME=str(self.config.home))
-        with open(out_path, "ab") as out:
-            out.write(f"=== start {self.starts}\n".encode())
-            out.flush()
-            return subprocess.Popen(argv, cwd=self.config.workdir, env=env, stdin=subprocess.DEVNULL,
-                                    stdout=out, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
-
-    def _processes(self) -> list[subprocess.Popen]:
-        return [p for p in (self.namesrv, self.broker) if p is not None]
-
-    def _broker_process(self) -> subprocess.Popen | None:
-        return self.broker
+    def _env(self) -> dict[str, str]:
+        return dict(os.environ, ROCKETMQ_HOME=str(self.config.home))
 
     def _launch(self) -> None:
         if self.namesrv is None or self.namesrv.poll() is not None:
@@ -528,7 +534,7 @@ class ApacheServer(Server):
         return self._boot_lines() > self.broker_boots_seen
 
     def log_tail(self, lines: int = 40) -> str:
-        return "\n".join(_tail(p, lines) for p in (
+        return "\n".join(tail_of(p, lines) for p in (
             self.namesrv_out, self.broker_out, self.config.workdir / "logs" / "broker.log"))
 
 
@@ -604,12 +610,8 @@ class TwoBrokerCluster:
                 *JAVA_OPENS, "-cp", self.classpath]
 
     def _spawn(self, argv: list[str], cwd: Path, home: Path, out_path: Path) -> subprocess.Popen:
-        env = dict(os.environ, HOME=str(home), ROCKETMQ_HOME=str(home))
-        with open(out_path, "ab") as out:
-            out.write(f"=== start: {' '.join(argv[-4:])}\n".encode())
-            out.flush()
-            return subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
+        return spawn_logged(argv, out_path, cwd=cwd, env=dict(os.environ, HOME=str(home), ROCKETMQ_HOME=str(home)),
+                            banner=f"start: {' '.join(argv[-4:])}")
 
     def _broker_out(self, name: str) -> Path:
         return self.configs[name].workdir / "broker.out"
@@ -698,7 +700,7 @@ class TwoBrokerCluster:
         paths = [self.workdir / "namesrv" / "namesrv.out"]
         for name, cfg in self.configs.items():
             paths += [self._broker_out(name), cfg.workdir / "logs" / "broker.log"]
-        return "\n".join(_tail(p, lines) for p in paths if p.exists())
+        return "\n".join(tail_of(p, lines) for p in paths if p.exists())
 
     def __repr__(self) -> str:
         return f"<TwoBrokerCluster {self.kind} namesrv={self.namesrv_addr} " + \

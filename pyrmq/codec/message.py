@@ -273,48 +273,26 @@ def write_prepared_record(
     return r.total_size
 
 
-def encode_message_record(
-    buf,
-    pos: int,
-    *,
-    topic: str,
-    queue_id: int,
-    flag: int,
-    body: bytes,
-    properties: str,
-    sys_flag: int,
-    born_timestamp: int,
-    born_host: tuple[str, int],
-    store_host: tuple[str, int],
-    queue_offset: int,
-    physical_offset: int,
-    store_timestamp: int,
-    reconsume_times: int = 0,
-    prepared_transaction_offset: int = 0,
-) -> int:
-    """Write one stored record into ``buf`` at ``pos`` (CRC, sizes and host flags filled in).
+def encode_message_record(buf, pos: int, *, queue_offset: int, physical_offset: int,
+                          store_timestamp: int, **fields) -> int:
+    """Write one stored record into ``buf`` at ``pos`` (CRC, sizes and host flags filled in);
+    ``fields`` are those of :func:`prepare_record`.
 
     Returns the number of bytes written. The CommitLog uses the two-step
     :func:`prepare_record` / :func:`write_prepared_record` form of this function.
     """
-    r = prepare_record(
-        topic=topic, queue_id=queue_id, flag=flag, body=body, properties=properties,
-        sys_flag=sys_flag, born_timestamp=born_timestamp, born_host=born_host,
-        store_host=store_host, reconsume_times=reconsume_times,
-        prepared_transaction_offset=prepared_transaction_offset,
-    )
+    r = prepare_record(**fields)
     if pos + r.total_size > len(buf):
         raise MessageFormatError(f"record of {r.total_size} bytes does not fit at {pos}")
     return write_prepared_record(buf, pos, r, queue_offset, physical_offset, store_timestamp)
 
 
-def encode_message_record_bytes(**fields) -> bytes:
+def encode_message_record_bytes(*, queue_offset: int = 0, physical_offset: int = 0,
+                                store_timestamp: int = 0, **fields) -> bytes:
     """Like :func:`encode_message_record` but returns the record as ``bytes`` (tests, tools)."""
-    r = prepare_record(**{k: v for k, v in fields.items()
-                          if k not in ("queue_offset", "physical_offset", "store_timestamp")})
+    r = prepare_record(**fields)
     out = bytearray(r.total_size)
-    write_prepared_record(out, 0, r, fields.get("queue_offset", 0), fields.get("physical_offset", 0),
-                          fields.get("store_timestamp", 0))
+    write_prepared_record(out, 0, r, queue_offset, physical_offset, store_timestamp)
     return bytes(out)
 
 
