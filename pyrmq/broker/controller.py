@@ -66,12 +66,14 @@ class BrokerController:
         self.consumer_manager = ConsumerManager(self.config.channel_expired_timeout)
         self.producer_manager = ProducerManager(self.config.channel_expired_timeout)
         self.rebalance_lock_manager = RebalanceLockManager()
-        self.store = DefaultMessageStore(self.store_config, on_dispatch=self._on_dispatch)
+        self.store = DefaultMessageStore(self.store_config)
         self.flush_service = FlushService(self.store, self.store_config)
         self.registration = NamesrvRegistration(self)
         self.schedule_service = ScheduleMessageService(self, parse_delay_levels(self.config.message_delay_level))
         self.send_processor = SendMessageProcessor(self)
         self.pull_processor = PullMessageProcessor(self)
+        # held pulls are woken by the store's dispatch pipeline, as one more dispatcher
+        self.store.add_dispatcher(self.pull_processor.hold_service)
         self.processors = self._build_processors()
         self.server = RemotingServer(self.processors, self.config.bind_address, self.config.listen_port,
                                      name="broker", max_frame_bytes=self.config.max_frame_bytes,
@@ -100,9 +102,6 @@ class BrokerController:
         return table
 
     # --- hooks ----------------------------------------------------------------------------
-
-    def _on_dispatch(self, topic: str, queue_id: int, max_offset: int) -> None:
-        self.pull_processor.hold_service.notify_message_arriving(topic, queue_id, max_offset)
 
     def _on_channel(self, channel: Channel) -> None:
         channel.on_close(self._on_channel_closed)

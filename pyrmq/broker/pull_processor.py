@@ -1,15 +1,17 @@
 """PULL_MESSAGE (11) / LITE_PULL_MESSAGE (361) and the long-polling hold service.
 
-A pull that finds nothing new is parked (``PullRequestHoldService``) until a message for its
-queue is dispatched -- the store's dispatch callback wakes it within the same event-loop turn --
-or its suspend timeout passes; then it is re-run without suspension and answered.
+A pull that finds nothing new is parked (``PullRequestHoldService``) until a message its
+subscription can match reaches the store's dispatch pipeline -- the hold service is one of its
+dispatchers, so the wake-up happens within the put that stored the message -- or its suspend
+timeout passes; then it is re-run without suspension and answered. As in Apache's
+PullRequestHoldService, a message of another tag wakes nobody, and a failure while answering a
+held pull answers that pull with SYSTEM_ERROR and a log line; the service keeps running.
 Checks and status mapping follow spec/codes.md section 4.5.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -18,9 +20,10 @@ import trio
 from pyrmq.broker.client_manager import SUB_ALL, SubscriptionData
 from pyrmq.broker.topic_config import is_readable
 from pyrmq.codec.codes import ResponseCode
-from pyrmq.codec.message import MessageConst, MessageFormatError, decode_message
+from pyrmq.codec.message import MessageConst, RecordInfo, property_value, record_properties_string
 from pyrmq.codec.remoting import RemotingCommand
 from pyrmq.remoting.channel import Channel
+from pyrmq.remoting.dispatch import RequestError
 from pyrmq.remoting.headers import optional_int, optional_str, required_int, required_str
 from pyrmq.store.message_store import GetMessageStatus
 
@@ -37,6 +40,7 @@ MASTER_ID = 0
 # Held pulls are checked for expiry this often; arrivals wake them at once.
 HOLD_CHECK_INTERVAL_S = 0.2
 FAQ_URL = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+_TAGS = MessageConst.PROPERTY_TAGS + "\x01"
 
 _STATUS_CODES = {
     GetMessageStatus.FOUND: ResponseCode.SUCCESS,
@@ -56,30 +60,32 @@ def _int32(value: int) -> int:
 class TagMessageFilter:
     """Tag filter: hash codes against the consume queue, then the exact tag on the record."""
 
-    __slots__ = ("subscription",)
+    __slots__ = ("subscription", "filters")
 
     def __init__(self, subscription: SubscriptionData | None) -> None:
         self.subscription = subscription
-
-    def _filters(self) -> bool:
-        sub = self.subscription
-        return sub is not None and sub.sub_string != SUB_ALL and sub.expression_type == "TAG" \
-            and not sub.class_filter_mode
+        self.filters = subscription is not None and subscription.sub_string != SUB_ALL \
+            and subscription.expression_type == "TAG" and not subscription.class_filter_mode
 
     def is_matched_by_consume_queue(self, tags_code: int) -> bool:
-        if not self._filters():
+        if not self.filters:
             return True
         return _int32(tags_code) in self.subscription.code_set
 
+    def is_matched_by_properties(self, properties: str) -> bool:
+        """Whether a just-dispatched record's properties match (always, for tags: the code did)."""
+        return True
+
     def is_matched_by_commit_log(self, record: memoryview) -> bool:
-        if not self._filters():
+        if not self.filters:
             return True
+        # A hash collision must not deliver another tag's message. Only the property string is
+        # read: the body is neither copied nor decoded.
         try:
-            message, _ = decode_message(record)
-        except MessageFormatError:
+            properties = record_properties_string(record)
+        except ValueError:   # MessageFormatError or bad UTF-8: not a record this filter matches
             return False
-        # A hash collision must not deliver another tag's message.
-        return message.properties.get(MessageConst.PROPERTY_TAGS) in self.subscription.tags_set
+        return property_value(properties, _TAGS) in self.subscription.tags_set
 
 
 @dataclass(slots=True)
@@ -87,25 +93,46 @@ class _HeldPull:
     channel: Channel
     request: RemotingCommand
     offset: int
-    deadline: float
+    deadline: float            # trio clock
     message_filter: TagMessageFilter
 
 
 class PullRequestHoldService:
+    """Held pulls per (topic, queueId); a dispatcher of the store's pipeline."""
+
     def __init__(self, processor: PullMessageProcessor) -> None:
         self.processor = processor
         self._held: dict[tuple[str, int], list[_HeldPull]] = {}
-        self._arrived: set[tuple[str, int]] = set()
+        self._ready: list[_HeldPull] = []
         self._wake = trio.Event()
+        # held pulls answered because a matching message arrived (statistics, tests)
+        self.wakeups = 0
+
+    def statistics(self) -> dict[str, int]:
+        return {"held": sum(len(v) for v in self._held.values()), "wakeups": self.wakeups}
 
     def suspend(self, key: tuple[str, int], held: _HeldPull) -> None:
         self._held.setdefault(key, []).append(held)
 
-    def notify_message_arriving(self, topic: str, queue_id: int, max_offset: int) -> None:
-        """Called by the store for every dispatched message: must stay O(1) when nobody waits."""
-        key = (topic, queue_id)
-        if key in self._held:
-            self._arrived.add(key)
+    def dispatch(self, request: RecordInfo) -> None:
+        """Called for every dispatched record: O(1) when nobody waits on its queue."""
+        held = self._held.get((request.topic, request.queue_id))
+        if held is None:
+            return
+        newest = request.queue_offset + 1
+        keep = []
+        for pull in held:
+            f = pull.message_filter
+            if newest > pull.offset and f.is_matched_by_consume_queue(request.tags_code) \
+                    and f.is_matched_by_properties(request.properties_string):
+                self._ready.append(pull)
+            else:
+                keep.append(pull)
+        if len(keep) != len(held):
+            if keep:
+                self._held[(request.topic, request.queue_id)] = keep
+            else:
+                del self._held[(request.topic, request.queue_id)]
             self._wake.set()
 
     async def run(self) -> None:
@@ -114,45 +141,49 @@ class PullRequestHoldService:
             while True:
                 await self._wake.wait()
                 self._wake = trio.Event()
-                arrived, self._arrived = self._arrived, set()
-                for key in arrived:
-                    self._check(key, expired_only=False)
+                ready, self._ready = self._ready, []
+                self.wakeups += len(ready)
+                for pull in ready:
+                    self._answer(pull)
 
     async def _expiry_loop(self) -> None:
         while True:
             await trio.sleep(HOLD_CHECK_INTERVAL_S)
+            now = trio.current_time()
             for key in list(self._held):
-                self._check(key, expired_only=True)
+                held = self._held.pop(key)
+                keep = []
+                for pull in held:
+                    if pull.channel.closed:
+                        continue
+                    if now >= pull.deadline:
+                        self._answer(pull)
+                    else:
+                        keep.append(pull)
+                if keep:
+                    self._held.setdefault(key, []).extend(keep)
 
-    def _check(self, key: tuple[str, int], expired_only: bool) -> None:
-        held = self._held.pop(key, None)
-        if not held:
+    def _answer(self, pull: _HeldPull) -> None:
+        """Re-run a held pull without suspension and send its answer; never raises."""
+        if pull.channel.closed:
             return
-        store = self.processor.store
-        max_offset = store.get_max_offset_in_queue(*key)
-        now = time.monotonic()
-        keep = []
-        for pull in held:
-            if pull.channel.closed:
-                continue
-            if (not expired_only and max_offset > pull.offset) or now >= pull.deadline:
-                response = self.processor.process_request(pull.channel, pull.request, allow_suspend=False)
-                if response is not None:
-                    pull.channel.send_response(response)
-            else:
-                keep.append(pull)
-        if keep:
-            self._held.setdefault(key, []).extend(keep)
+        request = pull.request
+        try:
+            response = self.processor.process_request(pull.channel, request, allow_suspend=False)
+        except RequestError as exc:
+            response = request.response(exc.code, exc.remark)
+        except Exception as exc:  # one pull's failure must not stop the others or the broker
+            log.exception("answering a held pull from %s failed", pull.channel.remote_addr)
+            response = request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+        if response is not None:
+            pull.channel.send_response(response)
 
     def wake_all(self) -> None:
         """Answer every held pull now (shutdown)."""
-        for key in list(self._held):
-            held = self._held.pop(key)
-            for pull in held:
-                if not pull.channel.closed:
-                    response = self.processor.process_request(pull.channel, pull.request, allow_suspend=False)
-                    if response is not None:
-                        pull.channel.send_response(response)
+        held, self._held = self._held, {}
+        ready, self._ready = self._ready, []
+        for pull in ready + [p for pulls in held.values() for p in pulls]:
+            self._answer(pull)
 
 
 class PullMessageProcessor:
@@ -243,7 +274,7 @@ class PullMessageProcessor:
         elif code == ResponseCode.PULL_NOT_FOUND and allow_suspend and sys_flag & FLAG_SUSPEND:
             timeout_ms = suspend_timeout_ms if ctl.config.long_polling_enable else ctl.config.short_polling_time_mills
             self.hold_service.suspend((topic, queue_id), _HeldPull(
-                channel, request, queue_offset, time.monotonic() + timeout_ms / 1000, message_filter))
+                channel, request, queue_offset, trio.current_time() + timeout_ms / 1000, message_filter))
             response = None
         else:
             response = request.response(code, status.name, ext)

@@ -344,7 +344,12 @@ class MessageExt:
 
 @dataclass(slots=True)
 class RecordInfo:
-    """What the dispatcher and recovery need from one stored record (Java ``DispatchRequest``)."""
+    """One stored record as the dispatchers see it (Java ``DispatchRequest``).
+
+    Built by the append path from what it just wrote and by the record walker from stored
+    bytes, so both feed the same dispatchers. The property string is kept whole: dispatchers
+    look up the one or two properties they need (:func:`property_value`) instead of parsing it.
+    """
 
     size: int
     topic: str
@@ -354,10 +359,29 @@ class RecordInfo:
     sys_flag: int
     store_timestamp: int
     tags_code: int
-    keys: str | None
-    uniq_key: str | None
     prepared_transaction_offset: int
-    properties: dict[str, str]
+    properties_string: str
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return string_to_properties(self.properties_string)
+
+    @property
+    def keys(self) -> str | None:
+        return property_value(self.properties_string, _KEYS_NAME)
+
+    @property
+    def uniq_key(self) -> str | None:
+        return property_value(self.properties_string, _UNIQ_KEY_NAME)
+
+    @property
+    def transaction_type(self) -> int:
+        return self.sys_flag & MessageSysFlag.TRANSACTION_MASK
+
+
+_KEYS_NAME = MessageConst.PROPERTY_KEYS + NAME_VALUE_SEPARATOR
+_UNIQ_KEY_NAME = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX + NAME_VALUE_SEPARATOR
+_TAGS_NAME = MessageConst.PROPERTY_TAGS + NAME_VALUE_SEPARATOR
 
 
 def _decode_fields(buf, pos: int, limit: int):
@@ -445,16 +469,14 @@ def decode_messages(buf) -> list[MessageExt]:
 
 
 def check_record(buf, pos: int, limit: int, *, check_crc: bool = True,
-                 expected_offset: int | None = None,
-                 parse_properties: bool = True) -> RecordInfo | int | None:
+                 expected_offset: int | None = None) -> RecordInfo | int | None:
     """Validate the record at ``pos`` the way recovery does (Java ``checkMessageAndReturnSize``).
 
     Returns a :class:`RecordInfo` for a valid record, ``0`` for a blank (end-of-file) record,
     ``None`` for anything invalid. Stricter than Java, to detect a torn tail: PHYSICALOFFSET
     must equal ``expected_offset`` (when given), the topic must be non-empty without NUL bytes,
     and a non-empty property string must not end with a zero byte (no real value ends with
-    U+0000; a tail lost in a crash reads back as zeros). With ``parse_properties=False`` the
-    properties are validated but not split (``properties``, ``tags_code``, ``keys`` left empty).
+    U+0000; a tail lost in a crash reads back as zeros).
     """
     if limit - pos < 8:
         return None
@@ -477,7 +499,7 @@ def check_record(buf, pos: int, limit: int, *, check_crc: bool = True,
     topic_bytes = bytes(buf[topic_start:topic_start + topic_length])
     if not topic_bytes or b"\x00" in topic_bytes:
         return None
-    props: dict[str, str] = {}
+    text = ""
     if prop_length:
         if buf[prop_start + prop_length - 1] == 0:
             return None
@@ -485,8 +507,6 @@ def check_record(buf, pos: int, limit: int, *, check_crc: bool = True,
             text = str(buf[prop_start:prop_start + prop_length], "utf-8")
         except UnicodeDecodeError:
             return None
-        if parse_properties:
-            props = string_to_properties(text)
     try:
         topic = topic_bytes.decode()
     except UnicodeDecodeError:
@@ -494,11 +514,16 @@ def check_record(buf, pos: int, limit: int, *, check_crc: bool = True,
     return RecordInfo(
         size=total_size, topic=topic, queue_id=queue_id, queue_offset=queue_offset,
         commit_log_offset=phy_offset, sys_flag=sys_flag, store_timestamp=store_ts,
-        tags_code=tags_string_to_tags_code(props.get(MessageConst.PROPERTY_TAGS)),
-        keys=props.get(MessageConst.PROPERTY_KEYS),
-        uniq_key=props.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-        prepared_transaction_offset=prepared, properties=props,
+        tags_code=tags_string_to_tags_code(property_value(text, _TAGS_NAME)) if text else 0,
+        prepared_transaction_offset=prepared, properties_string=text,
     )
+
+
+def record_properties_string(record) -> str:
+    """The property string of one whole stored record (already length-checked by the caller's
+    store), read without copying or decoding the body: what a tag or SQL92 filter needs."""
+    _, _, _, _, _, prop_start, prop_length = _decode_fields(record, 0, len(record))
+    return str(memoryview(record)[prop_start:prop_start + prop_length], "utf-8")
 
 
 def pickup_store_timestamp(buf, pos: int = 0) -> int:
@@ -513,7 +538,7 @@ __all__ = [
     "BlankRecord", "END_FILE_MIN_BLANK_LENGTH", "MAGIC_CODE_V1", "MAGIC_CODE_V2", "MAX_BATCH_ENTRIES", "MAX_PROPERTIES_LENGTH", "MAX_TOPIC_LENGTH_V1", "MessageConst",
     "MessageExt", "MessageFormatError", "MessageRecordV1", "MessageRecordV2", "MessageSysFlag",
     "NAME_VALUE_SEPARATOR", "PROPERTY_SEPARATOR", "PreparedRecord", "RecordInfo", "body_crc",
-    "bytes_to_host", "check_record", "create_offset_msg_id", "decode_batch", "decode_message",
+    "bytes_to_host", "check_record", "record_properties_string", "create_offset_msg_id", "decode_batch", "decode_message",
     "decode_messages", "decode_offset_msg_id", "encode_batch", "encode_message_record",
     "encode_message_record_bytes", "encode_topic_tail", "host_to_bytes", "java_string_hash",
     "pickup_store_timestamp", "prepare_record", "properties_to_string", "property_value", "record_length",

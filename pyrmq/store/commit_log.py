@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 
 from pyrmq.codec.message import (
     BLANK_MAGIC_CODE,
@@ -17,6 +16,7 @@ from pyrmq.codec.message import (
     MessageFormatError,
     MessageSysFlag,
     PROPERTY_SEPARATOR,
+    RecordInfo,
     create_offset_msg_id,
     decode_batch,
     encode_topic_tail,
@@ -53,21 +53,6 @@ _NO_QUEUE_OFFSET_TYPES = (
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-@dataclass(slots=True)
-class Dispatch:
-    """What the store needs to build a consume-queue unit for one appended record."""
-
-    topic: str
-    queue_id: int
-    commit_log_offset: int
-    size: int
-    tags_code: int
-    queue_offset: int
-    sys_flag: int
-    store_timestamp: int
-    properties: str
 
 
 class AppendError(Exception):
@@ -171,8 +156,8 @@ class CommitLog:
             raise AppendError(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, str(e)) from e
         return mf
 
-    def append_message(self, msg: MessageExtBrokerInner) -> tuple[AppendMessageResult, Dispatch | None]:
-        """Append one record; returns the result and (unless PREPARED/ROLLBACK) its dispatch."""
+    def append_message(self, msg: MessageExtBrokerInner) -> tuple[AppendMessageResult, RecordInfo]:
+        """Append one record; returns the result and the record's dispatch request."""
         try:
             r = prepare_record(
                 topic=msg.topic, queue_id=msg.queue_id, flag=msg.flag, body=msg.body,
@@ -208,13 +193,12 @@ class CommitLog:
             msg_id=create_offset_msg_id(r.store_ip, r.store_port, wrote_offset),
             store_timestamp=store_timestamp, logics_offset=queue_offset,
         )
-        dispatch = None
-        if tran_type in (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE):
-            dispatch = Dispatch(msg.topic, msg.queue_id, wrote_offset, size, msg.tags_code,
-                                queue_offset, r.sys_flag, store_timestamp, msg.properties_string)
+        dispatch = RecordInfo(size, msg.topic, msg.queue_id, queue_offset, wrote_offset, r.sys_flag,
+                              store_timestamp, msg.tags_code, msg.prepared_transaction_offset,
+                              msg.properties_string)
         return result, dispatch
 
-    def append_batch(self, batch: MessageExtBatch) -> tuple[AppendMessageResult, list[Dispatch]]:
+    def append_batch(self, batch: MessageExtBatch) -> tuple[AppendMessageResult, list[RecordInfo]]:
         """Append each batch entry as its own record, consecutive queue offsets (message.md §5)."""
         try:
             entries = decode_batch(batch.body)
@@ -261,8 +245,8 @@ class CommitLog:
         offset = begin
         for i, (r, props, tags_code) in enumerate(prepared):
             size = write_prepared_record(mf.mm, pos, r, first_queue_offset + i, offset, store_timestamp)
-            dispatches.append(Dispatch(batch.topic, batch.queue_id, offset, size, tags_code,
-                                       first_queue_offset + i, r.sys_flag, store_timestamp, props))
+            dispatches.append(RecordInfo(size, batch.topic, batch.queue_id, first_queue_offset + i, offset,
+                                         r.sys_flag, store_timestamp, tags_code, 0, props))
             msg_ids.append(create_offset_msg_id(store_ip, r.store_port, offset))
             pos += size
             offset += size
@@ -275,3 +259,38 @@ class CommitLog:
             msg_num=len(prepared),
         )
         return result, dispatches
+
+    # ------------------------------------------------------------------ replicated bytes
+
+    def append_data(self, phy_offset: int, data: bytes | memoryview) -> None:
+        """Append raw commit log bytes at ``phy_offset`` (an HA slave copying its master).
+
+        ``phy_offset`` must be this commit log's end -- bytes are never written over nor with a
+        gap -- and the data must fit in the file it starts in (a master transfers from one file
+        at a time). Records are checked and dispatched by the store's reput service afterwards.
+        """
+        mfq = self.mapped_file_queue
+        size = mfq.mapped_file_size
+        if mfq.last_mapped_file() is None:
+            if phy_offset % size:
+                raise AppendError(PutMessageStatus.MESSAGE_ILLEGAL,
+                                  f"the first replicated bytes must start a file, not offset {phy_offset}")
+        elif phy_offset != self.max_offset:
+            raise AppendError(PutMessageStatus.MESSAGE_ILLEGAL,
+                              f"replicated bytes at {phy_offset} do not continue the commit log end {self.max_offset}")
+        try:
+            mf = mfq.get_last_mapped_file(phy_offset)
+        except OSError as e:
+            log.error("cannot create a commit log file: %s", e)
+            raise AppendError(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, str(e)) from e
+        pos = phy_offset - mf.file_from_offset
+        if not 0 <= pos <= mf.file_size - len(data):
+            raise AppendError(PutMessageStatus.MESSAGE_ILLEGAL,
+                              f"{len(data)} replicated bytes at {phy_offset} do not fit in file {mf.file_name}")
+        mf.mm[pos:pos + len(data)] = data
+        mf.wrote_position = pos + len(data)
+        mfq.commit(phy_offset + len(data))
+
+    def truncate(self, offset: int) -> None:
+        """Forget every byte at or after ``offset`` (replicated bytes that failed their check)."""
+        self.mapped_file_queue.truncate_dirty_files(offset, self.mapped_file_queue.mapped_file_size)

@@ -11,16 +11,14 @@ import logging
 import mmap
 import os
 
+from pyrmq.codec.commit_log_walk import FILE_NAME_DIGITS, offset_to_file_name
 from pyrmq.store.model import StoreError
+
+__all__ = ["FILE_NAME_DIGITS", "OS_PAGE_SIZE", "FixedMapping", "MappedFile", "offset_to_file_name"]
 
 log = logging.getLogger(__name__)
 
 OS_PAGE_SIZE = 4096
-FILE_NAME_DIGITS = 20
-
-
-def offset_to_file_name(offset: int) -> str:
-    return f"{offset:0{FILE_NAME_DIGITS}d}"
 
 
 class FixedMapping:

@@ -1,29 +1,26 @@
-"""Startup recovery of the CommitLog and ConsumeQueues (store.md §8, Java 4.9.8 algorithm).
+"""Startup recovery of the CommitLog (store.md §8, Java 4.9.8 algorithm): where valid data ends,
+and from where the dispatch pipeline must replay it.
 
 Normal recovery (clean shutdown) scans the last three CommitLog files to find the end of valid
-data. Abnormal recovery (``abort`` file present) starts from the newest file whose first record
-is older than the checkpoint, re-dispatching every valid record to the consume queues
-(duplicates are ignored there). Both stop at the first invalid record and truncate everything
-after it; consume-queue units pointing beyond the end are dropped.
+data; the consume queues are complete up to their own end, so replay starts there. Abnormal
+recovery (``abort`` file present) scans from the newest file whose first record is older than
+the checkpoint, and replay starts at that file (consume queues and index ignore duplicates).
+Both stop at the first invalid record and truncate everything after it, consume-queue units
+pointing beyond the end included. Recovery dispatches nothing itself: the store hands the
+replay start to its :class:`~pyrmq.store.dispatch.ReputService`, the one dispatch path.
 """
 
 from __future__ import annotations
 
 import logging
 import struct
-from typing import Callable, Iterable
+from dataclasses import dataclass
+from typing import Callable
 
-from pyrmq.codec.message import (
-    MAGIC_CODE_V1,
-    MAGIC_CODE_V2,
-    MAGIC_POSITION,
-    RecordInfo,
-    check_record,
-    pickup_store_timestamp,
-)
+from pyrmq.codec.commit_log_walk import RecordWalker, WalkEnd
+from pyrmq.codec.message import MAGIC_CODE_V1, MAGIC_CODE_V2, MAGIC_POSITION, pickup_store_timestamp
 from pyrmq.store.checkpoint import StoreCheckpoint
 from pyrmq.store.commit_log import CommitLog
-from pyrmq.store.consume_queue import ConsumeQueue
 from pyrmq.store.mapped_file import MappedFile
 
 log = logging.getLogger(__name__)
@@ -31,39 +28,29 @@ log = logging.getLogger(__name__)
 _INT32 = struct.Struct(">i")
 
 
-def recover_consume_queues(queues: Iterable[ConsumeQueue]) -> int:
-    """Recover every queue; returns the max (offset + size) over their last units, or -1."""
-    max_phy = -1
-    for cq in queues:
-        cq.recover()
-        max_phy = max(max_phy, cq.max_physic_offset)
-    return max_phy
+@dataclass(frozen=True, slots=True)
+class Recovered:
+    """The commit log end after recovery, and where replay into the dispatchers starts."""
+
+    end_offset: int
+    replay_from: int
 
 
-def _scan(commit_log: CommitLog, index: int, check_crc: bool,
-          on_record: Callable[[RecordInfo], None] | None, pos: int = 0) -> int:
-    """Walk records from ``pos`` in file ``index``; returns the offset after the last valid one."""
+def _scan(commit_log: CommitLog, index: int, check_crc: bool) -> int:
+    """Walk records from the start of file ``index``; returns the offset after the last valid one."""
     files = commit_log.mapped_file_queue.mapped_files
-    mf = files[index]
     while True:
-        info = check_record(mf.view, pos, mf.file_size, check_crc=check_crc,
-                            expected_offset=mf.file_from_offset + pos,
-                            parse_properties=on_record is not None)
-        if info is None:
-            log.info("commit log recovery: end of valid data in %s at %d", mf.file_name, pos)
-            break
-        if info == 0:  # blank record: the rest of this file is empty
-            if index + 1 >= len(files):
-                break
+        mf = files[index]
+        walker = RecordWalker(mf.view, 0, mf.file_size, file_from_offset=mf.file_from_offset,
+                              check_crc=check_crc)
+        for _ in walker:
+            pass
+        if walker.end in (WalkEnd.END_OF_FILE, WalkEnd.END_OF_DATA) and index + 1 < len(files):
             index += 1
-            mf = files[index]
-            pos = 0
             continue
-        assert isinstance(info, RecordInfo)
-        if on_record is not None:
-            on_record(info)
-        pos += info.size
-    return mf.file_from_offset + pos
+        if walker.end not in (WalkEnd.END_OF_FILE, WalkEnd.END_OF_DATA):
+            log.info("commit log recovery: end of valid data in %s at %d", mf.file_name, walker.position)
+        return mf.file_from_offset + walker.position
 
 
 def _finish(commit_log: CommitLog, process_offset: int, max_phy_offset_of_cq: int,
@@ -78,16 +65,18 @@ def _finish(commit_log: CommitLog, process_offset: int, max_phy_offset_of_cq: in
 
 def recover_normally(commit_log: CommitLog, *, check_crc: bool, max_phy_offset_of_cq: int,
                      truncate_cqs: Callable[[int], None], destroy_cqs: Callable[[], None],
-                     clean_run: int) -> int:
-    """Recovery after a clean shutdown; returns the commit log end offset."""
+                     clean_run: int) -> Recovered:
+    """Recovery after a clean shutdown."""
     files = commit_log.mapped_file_queue.mapped_files
     if not files:
         commit_log.mapped_file_queue.set_positions(0)
         destroy_cqs()
-        return 0
-    process_offset = _scan(commit_log, max(0, len(files) - 3), check_crc, None)
+        return Recovered(0, 0)
+    process_offset = _scan(commit_log, max(0, len(files) - 3), check_crc)
     _finish(commit_log, process_offset, max_phy_offset_of_cq, truncate_cqs, clean_run)
-    return process_offset
+    # records appended but not dispatched before the stop (a Java broker whose reput lagged)
+    replay_from = max(min(max_phy_offset_of_cq, process_offset), commit_log.min_offset, 0)
+    return Recovered(process_offset, replay_from)
 
 
 def _matched_recover_start(mf: MappedFile, min_timestamp: int) -> bool:
@@ -99,15 +88,14 @@ def _matched_recover_start(mf: MappedFile, min_timestamp: int) -> bool:
 
 
 def recover_abnormally(commit_log: CommitLog, *, check_crc: bool, checkpoint: StoreCheckpoint,
-                       dispatch: Callable[[RecordInfo], None], max_phy_offset_of_cq: int,
-                       truncate_cqs: Callable[[int], None], destroy_cqs: Callable[[], None],
-                       clean_run: int) -> int:
-    """Recovery after a crash: re-dispatch from a checkpointed file; returns the end offset."""
+                       max_phy_offset_of_cq: int, truncate_cqs: Callable[[int], None],
+                       destroy_cqs: Callable[[], None], clean_run: int) -> Recovered:
+    """Recovery after a crash: replay from a file the checkpoint says was completely dispatched."""
     files = commit_log.mapped_file_queue.mapped_files
     if not files:
         commit_log.mapped_file_queue.set_positions(0)
         destroy_cqs()
-        return 0
+        return Recovered(0, 0)
     min_timestamp = checkpoint.min_timestamp()
     index = 0
     for i in range(len(files) - 1, -1, -1):
@@ -115,27 +103,10 @@ def recover_abnormally(commit_log: CommitLog, *, check_crc: bool, checkpoint: St
             index = i
             break
     log.info("abnormal recovery starts at commit log file %s", files[index].file_name)
-    process_offset = _scan(commit_log, index, check_crc, dispatch)
+    start = files[index].file_from_offset
+    process_offset = _scan(commit_log, index, check_crc)
     _finish(commit_log, process_offset, max_phy_offset_of_cq, truncate_cqs, clean_run)
-    return process_offset
-
-
-def reput(commit_log: CommitLog, from_offset: int, dispatch: Callable[[RecordInfo], None]) -> int:
-    """Dispatch every record from ``from_offset`` to the end (store.md §3 catch-up at start).
-
-    Inline dispatch keeps the queues current while running; this covers records appended but
-    not dispatched before the last stop (e.g. a Java broker whose reput lagged). Returns the
-    offset where it stopped.
-    """
-    files = commit_log.mapped_file_queue.mapped_files
-    if not files:
-        return 0
-    offset = max(from_offset, commit_log.min_offset)
-    if offset >= commit_log.max_offset:
-        return offset
-    mf = commit_log.mapped_file_queue.find_mapped_file_by_offset(offset)
-    if mf is None:
-        return offset
-    index = files.index(mf)
-    # only the written part of each file is scanned: the last file's end is its write position
-    return _scan(commit_log, index, False, dispatch, offset - mf.file_from_offset)
+    # consume queues that lag behind the checkpointed file are replayed from where they end
+    # (no consume queue at all: -1, so everything is replayed)
+    replay_from = max(min(start, max_phy_offset_of_cq), commit_log.min_offset, 0)
+    return Recovered(process_offset, replay_from)

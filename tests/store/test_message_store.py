@@ -49,13 +49,27 @@ def test_put_validation(store, config):
     assert store.put_message(make_msg()).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
 
 
-def test_on_dispatch_is_called_inline(config):
-    calls = []
-    s = open_store(config, on_dispatch=lambda *a: calls.append(a))
+class Recorder:
+    """A dispatcher that records what reaches it."""
+
+    def __init__(self):
+        self.calls = []
+
+    def dispatch(self, request):
+        self.calls.append((request.topic, request.queue_id, request.queue_offset, request.commit_log_offset))
+
+
+def test_added_dispatchers_see_every_put_inline(config):
+    recorder = Recorder()
+    s = DefaultMessageStore(config)
+    s.add_dispatcher(recorder)
+    s.start()
     try:
-        fill(s, 2)
-        fill(s, 1, queue_id=3)
-        assert calls == [("TopicTest", 0, 1), ("TopicTest", 0, 2), ("TopicTest", 3, 1)]
+        results = fill(s, 2) + fill(s, 1, queue_id=3)
+        assert recorder.calls == [("TopicTest", 0, 0, results[0].wrote_offset),
+                                  ("TopicTest", 0, 1, results[1].wrote_offset),
+                                  ("TopicTest", 3, 0, results[2].wrote_offset)]
+        assert s.reput.reput_from_offset == s.get_max_phy_offset()
     finally:
         s.shutdown()
 

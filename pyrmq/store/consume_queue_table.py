@@ -1,0 +1,108 @@
+"""Every ConsumeQueue of the store, keyed by (topic, queueId), with the operations recovery and
+clean-up apply to all of them at once."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from typing import Iterator
+
+from pyrmq.store.consume_queue import ConsumeQueue
+from pyrmq.store.model import MessageStoreConfig, StoreError
+
+log = logging.getLogger(__name__)
+
+# Topic names become directory names: nothing outside RocketMQ's charset ever reaches a path.
+VALID_TOPIC = re.compile(r"[%|a-zA-Z0-9_-]{1,255}")
+
+
+class ConsumeQueueTable:
+    def __init__(self, config: MessageStoreConfig) -> None:
+        self.config = config
+        self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+
+    def __iter__(self) -> Iterator[ConsumeQueue]:
+        return iter(list(self.queues.values()))
+
+    def get(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        return self.queues.get((topic, queue_id))
+
+    def _new(self, topic: str, queue_id: int) -> ConsumeQueue:
+        if not VALID_TOPIC.fullmatch(topic) or queue_id < 0:
+            raise StoreError(f"refusing a consume queue for topic {topic[:64]!r} queue {queue_id}")
+        return ConsumeQueue(topic, queue_id, self.config.consume_queue_dir(),
+                            self.config.mapped_file_size_consume_queue)
+
+    def find_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
+        cq = self.queues.get((topic, queue_id))
+        if cq is None:
+            cq = self.queues[(topic, queue_id)] = self._new(topic, queue_id)
+        return cq
+
+    def load(self) -> None:
+        """Map the files of every queue directory under ``consumequeue/``."""
+        root = self.config.consume_queue_dir()
+        if not os.path.isdir(root):
+            return
+        for topic in sorted(os.listdir(root)):
+            topic_dir = os.path.join(root, topic)
+            if not os.path.isdir(topic_dir):
+                continue
+            for qid in sorted(os.listdir(topic_dir)):
+                try:
+                    queue_id = int(qid)
+                except ValueError:
+                    continue
+                cq = self._new(topic, queue_id)
+                cq.load()
+                self.queues[(topic, queue_id)] = cq
+
+    def recover(self) -> int:
+        """Recover every queue; returns the max (offset + size) over their last units, or -1."""
+        max_phy = -1
+        for cq in self.queues.values():
+            cq.recover()
+            max_phy = max(max_phy, cq.max_physic_offset)
+        return max_phy
+
+    def max_physic_offset(self) -> int:
+        return max((cq.max_physic_offset for cq in self.queues.values()), default=-1)
+
+    def truncate_dirty(self, phy_offset: int) -> None:
+        for cq in self.queues.values():
+            cq.truncate_dirty_logic_files(phy_offset)
+
+    def destroy_all(self) -> None:
+        for cq in self.queues.values():
+            cq.destroy()
+        self.queues.clear()
+
+    def queue_offset_table(self, min_phy_offset: int) -> dict[str, int]:
+        """Next queue offset per ``topic-queueId`` (the commit log's table), after moving each
+        queue's min offset to its first record still in the commit log."""
+        table: dict[str, int] = {}
+        for (topic, queue_id), cq in self.queues.items():
+            table[f"{topic}-{queue_id}"] = cq.get_max_offset_in_queue()
+            cq.correct_min_offset(min_phy_offset)
+        return table
+
+    def delete_topics(self, topics: set[str]) -> list[tuple[str, int]]:
+        """Drop the queues of ``topics``; returns the keys dropped."""
+        dropped = [k for k in self.queues if k[0] in topics]
+        for key in dropped:
+            self.queues.pop(key).destroy()
+        for topic in topics:
+            try:
+                os.rmdir(os.path.join(self.config.consume_queue_dir(), topic))
+            except OSError:
+                pass  # not empty or already gone: nothing of ours left to remove
+        return dropped
+
+    def flush(self) -> None:
+        for cq in list(self.queues.values()):
+            cq.flush(0)
+
+    def close(self) -> None:
+        for cq in self.queues.values():
+            cq.close()

@@ -1,0 +1,157 @@
+"""The one dispatch pipeline: every commit log record reaches the dispatchers through the
+:class:`ReputService`, whether this broker just appended it, recovery found it at start-up, or a
+slave received it from its master (Apache's ``dispatcherList`` fed by ``ReputMessageService``).
+
+Derived structures are dispatchers: the consume queues, the message index, and whatever a role
+adds (the broker's long-polling wake-ups; later the SQL92 bitmap and transaction ops). The reput
+service owns ``reput_from_offset``, the commit log offset up to which every record has reached
+every dispatcher. Appends on this broker take a fast path -- their dispatch requests come from
+the append itself, so the bytes are not parsed again -- but only when the pipeline had caught up
+with the commit log before the append; otherwise the service walks the stored bytes from
+``reput_from_offset``. A dispatcher that fails leaves ``reput_from_offset`` before the record,
+so the next append or reput delivers it again (consume queues and the index ignore duplicates).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable, Protocol, Sequence
+
+from pyrmq.codec.commit_log_walk import RecordWalker, WalkEnd
+from pyrmq.codec.message import MessageConst, MessageSysFlag, RecordInfo, property_value
+from pyrmq.store.checkpoint import StoreCheckpoint
+from pyrmq.store.commit_log import CommitLog
+from pyrmq.store.consume_queue_table import ConsumeQueueTable
+from pyrmq.store.index_service import IndexService, index_keys_of
+from pyrmq.store.model import StoreError
+
+log = logging.getLogger(__name__)
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+_DELAY = MessageConst.PROPERTY_DELAY_TIME_LEVEL + "\x01"
+_TRANSACTION_MASK = MessageSysFlag.TRANSACTION_MASK
+# Half (PREPARED) and ROLLBACK records are stored but never enter a consume queue.
+_QUEUED_TYPES = (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE)
+
+
+class CommitLogDispatcher(Protocol):
+    def dispatch(self, request: RecordInfo) -> None:
+        """Take one record into account; called in commit log order, possibly more than once."""
+
+
+class ConsumeQueueDispatcher:
+    """Appends a unit to the record's consume queue (Apache CommitLogDispatcherBuildConsumeQueue)."""
+
+    def __init__(self, queues: ConsumeQueueTable, checkpoint: StoreCheckpoint | None) -> None:
+        self.queues = queues
+        self.checkpoint = checkpoint
+        # SCHEDULE_TOPIC_XXXX units carry the delivery time as tagsCode (message.md §8):
+        # (delay level, store timestamp) -> tagsCode, set by the broker's schedule service
+        self.schedule_tags_code: Callable[[int, int], int] | None = None
+
+    def _tags_code(self, request: RecordInfo) -> int:
+        if request.topic != SCHEDULE_TOPIC or self.schedule_tags_code is None:
+            return request.tags_code
+        level = property_value(request.properties_string, _DELAY)
+        try:
+            return self.schedule_tags_code(int(level), request.store_timestamp) if level else request.tags_code
+        except ValueError:
+            return request.tags_code
+
+    def dispatch(self, request: RecordInfo) -> None:
+        if request.sys_flag & _TRANSACTION_MASK not in _QUEUED_TYPES:
+            return
+        try:
+            cq = self.queues.find_or_create(request.topic, request.queue_id)
+        except StoreError as exc:   # a record no broker could have written: keep it out of any path
+            log.warning("not dispatching record at %d: %s", request.commit_log_offset, exc)
+            return
+        cq.put_unit(request.commit_log_offset, request.size, self._tags_code(request), request.queue_offset)
+        if self.checkpoint is not None:
+            self.checkpoint.logics_msg_timestamp = request.store_timestamp
+
+
+class IndexDispatcher:
+    """Indexes UNIQ_KEY and KEYS (Apache CommitLogDispatcherBuildIndex)."""
+
+    def __init__(self, index: IndexService) -> None:
+        self.index = index
+
+    def dispatch(self, request: RecordInfo) -> None:
+        uniq_key, keys = index_keys_of(request.properties_string)
+        if uniq_key is not None or keys:
+            self.index.build_index(request.topic, request.commit_log_offset, request.store_timestamp,
+                                   request.sys_flag, uniq_key, keys)
+
+
+class ReputService:
+    """Feeds every record from ``reput_from_offset`` to the commit log's end to the dispatchers."""
+
+    def __init__(self, commit_log: CommitLog) -> None:
+        self.commit_log = commit_log
+        self.dispatchers: list[CommitLogDispatcher] = []
+        self._dispatch_calls: tuple[Callable[[RecordInfo], None], ...] = ()
+        self.reput_from_offset = 0
+
+    def add_dispatcher(self, dispatcher: CommitLogDispatcher) -> None:
+        self.dispatchers.append(dispatcher)
+        self._dispatch_calls = tuple(d.dispatch for d in self.dispatchers)
+
+    def remove_dispatcher(self, dispatcher: CommitLogDispatcher) -> None:
+        self.dispatchers.remove(dispatcher)
+        self._dispatch_calls = tuple(d.dispatch for d in self.dispatchers)
+
+    def behind(self) -> int:
+        """Bytes of the commit log not dispatched yet."""
+        return max(0, self.commit_log.max_offset - self.reput_from_offset)
+
+    def dispatch_appended(self, begin_offset: int, requests: Sequence[RecordInfo]) -> None:
+        """Dispatch the records an append just wrote; ``begin_offset`` is the commit log's end
+        before that append. When the pipeline was behind, the stored bytes are walked instead,
+        so nothing is skipped and nothing arrives out of order."""
+        if self.reput_from_offset != begin_offset:
+            self.do_reput()
+            return
+        calls = self._dispatch_calls
+        for request in requests:
+            for call in calls:
+                call(request)
+            self.reput_from_offset = request.commit_log_offset + request.size
+        self.reput_from_offset = self.commit_log.max_offset
+
+    def do_reput(self, check_crc: bool = False) -> WalkEnd:
+        """Walk and dispatch the stored records from ``reput_from_offset`` to the end.
+
+        Returns why it stopped: END_OF_DATA when caught up, INCOMPLETE when the last record is
+        not whole yet (a slave waiting for the rest), INVALID at a record that is not valid
+        (with ``check_crc``, a body whose CRC does not match); ``reput_from_offset`` is then
+        the offset of that record.
+        """
+        commit_log = self.commit_log
+        mfq = commit_log.mapped_file_queue
+        calls = self._dispatch_calls
+        offset = max(self.reput_from_offset, commit_log.min_offset)
+        self.reput_from_offset = max(offset, 0)
+        while offset < commit_log.max_offset:
+            mf = mfq.find_mapped_file_by_offset(offset)
+            if mf is None:
+                log.error("reput: no commit log file holds offset %d", offset)
+                return WalkEnd.INVALID
+            walker = RecordWalker(mf.view, offset - mf.file_from_offset, mf.wrote_position,
+                                  file_from_offset=mf.file_from_offset, check_crc=check_crc)
+            for request in walker:
+                for call in calls:
+                    call(request)
+                self.reput_from_offset = request.commit_log_offset + request.size
+            end = walker.end
+            if end is WalkEnd.END_OF_FILE or (end is WalkEnd.END_OF_DATA and mf.is_full()):
+                offset = mf.file_from_offset + mf.file_size
+                self.reput_from_offset = offset
+                continue
+            if end is WalkEnd.INVALID:
+                log.error("reput stopped at offset %d: the record there is not valid",
+                          self.reput_from_offset)
+                return end
+            assert end is not None
+            return end
+        return WalkEnd.END_OF_DATA

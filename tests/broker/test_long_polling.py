@@ -1,0 +1,94 @@
+"""Long polling is filter-aware and guarded: a held pull wakes only for a message its
+subscription can match, and a failure while answering it answers SYSTEM_ERROR, nothing more."""
+
+from __future__ import annotations
+
+import trio
+
+from pyrmq.codec.codes import RequestCode
+from pyrmq.codec.message import BatchEntry, encode_batch
+from tests.broker.rmq import pull, send
+
+SUSPEND = 0x2
+SUBSCRIPTION = 0x4
+
+
+async def wait_held(cluster, count=1):
+    hold = cluster.broker.pull_processor.hold_service
+    while hold.statistics()["held"] < count:
+        await trio.sleep(0.005)
+
+
+async def test_a_held_tag_pull_is_not_woken_by_other_tags(cluster):
+    hold = cluster.broker.pull_processor.hold_service
+    addr = cluster.broker_addr
+    with trio.fail_after(60):
+        await send(cluster.client, addr, "TopicTags", b"first", tags="TagA")
+        results = []
+
+        async def waiting_pull():
+            results.append(await pull(cluster.client, addr, "TopicTags", 0, 1, subscription="TagA",
+                                      sys_flag=SUSPEND | SUBSCRIPTION, suspend_ms=60_000))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(waiting_pull)
+            await wait_held(cluster)
+            # 10,000 messages of another tag, 100 batches of 100
+            entries = [BatchEntry(flag=0, body=b"other", properties="TAGS\x01TagB") for _ in range(100)]
+            for _ in range(100):
+                resp = await send(cluster.client, addr, "TopicTags", encode_batch(entries),
+                                  code=RequestCode.SEND_BATCH_MESSAGE, batch=True)
+                assert resp.code == 0
+            assert cluster.broker.store.get_max_offset_in_queue("TopicTags", 0) == 10_001
+            await trio.sleep(0.3)   # the hold service has had every chance to answer
+            assert hold.wakeups == 0 and results == []
+            await send(cluster.client, addr, "TopicTags", b"mine", tags="TagA")
+        [(resp, messages)] = results
+        assert hold.wakeups == 1
+        # a pull scans at most 16,000 CQ bytes (800 units) per answer, as Java does: the consumer
+        # is told to retry at once from there, and so reaches its message
+        assert (resp.code, resp.ext_fields["nextBeginOffset"], messages) == (20, "801", [])
+        offset, delivered = 801, []
+        while not delivered:
+            resp, delivered = await pull(cluster.client, addr, "TopicTags", 0, offset, subscription="TagA")
+            assert resp.code in (0, 20)
+            offset = int(resp.ext_fields["nextBeginOffset"])
+        assert [(m.body, m.queue_offset) for m in delivered] == [(b"mine", 10_001)]
+
+
+async def test_a_failure_answering_a_held_pull_leaves_the_broker_serving(cluster, monkeypatch):
+    processor = cluster.broker.pull_processor
+    addr = cluster.broker_addr
+    with trio.fail_after(20):
+        await send(cluster.client, addr, "TopicBoom", b"first")
+        results = []
+
+        async def waiting_pull(offset):
+            results.append(await pull(cluster.client, addr, "TopicBoom", 0, offset,
+                                      sys_flag=SUSPEND | SUBSCRIPTION, suspend_ms=60_000))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(waiting_pull, 1)
+            await wait_held(cluster)
+            real = processor.process_request
+
+            def boom(channel, request, allow_suspend):
+                if not allow_suspend:
+                    raise RuntimeError("injected failure")
+                return real(channel, request, allow_suspend)
+
+            monkeypatch.setattr(processor, "process_request", boom)
+            await send(cluster.client, addr, "TopicBoom", b"second")
+        [(resp, messages)] = results
+        assert resp.code == 1 and "injected failure" in resp.remark and messages == []
+        monkeypatch.undo()
+        # the hold service and the broker go on: a new held pull is woken and answered
+        results.clear()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(waiting_pull, 2)
+            await wait_held(cluster)
+            await send(cluster.client, addr, "TopicBoom", b"third")
+        [(resp, messages)] = results
+        assert resp.code == 0 and [m.body for m in messages] == [b"third"]
+        resp, messages = await pull(cluster.client, addr, "TopicBoom", 0, 1)
+        assert [m.body for m in messages] == [b"second", b"third"]
