@@ -71,7 +71,10 @@ class BrokerController:
         self.registration = NamesrvRegistration(self)
         self.schedule_service = ScheduleMessageService(self, parse_delay_levels(self.config.message_delay_level))
         self.send_processor = SendMessageProcessor(self)
-        self.pull_processor = PullMessageProcessor(self)
+        self.pull_processor = PullMessageProcessor(
+            config=self.config, store=self.store, topics=self.topic_config_manager,
+            groups=self.subscription_group_manager, consumers=self.consumer_manager,
+            offsets=self.consumer_offset_manager, stats=self.stats)
         # held pulls are woken by the store's dispatch pipeline, as one more dispatcher
         self.store.add_dispatcher(self.pull_processor.hold_service)
         self.processors = self._build_processors()

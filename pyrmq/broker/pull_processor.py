@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from pyrmq.broker.client_manager import SUB_ALL, SubscriptionData
+from pyrmq.broker.config import BrokerConfig, BrokerRole
 from pyrmq.broker.topic_config import is_readable
 from pyrmq.codec.codes import ResponseCode
 from pyrmq.codec.message import MessageConst, RecordInfo, property_value, record_properties_string
@@ -28,7 +29,11 @@ from pyrmq.remoting.headers import optional_int, optional_str, required_int, req
 from pyrmq.store.message_store import GetMessageStatus
 
 if TYPE_CHECKING:
-    from pyrmq.broker.controller import BrokerController
+    from pyrmq.broker.client_manager import ConsumerManager
+    from pyrmq.broker.offsets_and_groups import ConsumerOffsetManager, SubscriptionGroupManager
+    from pyrmq.broker.controller import BrokerStats
+    from pyrmq.broker.topic_config import TopicConfigManager
+    from pyrmq.store.message_store import DefaultMessageStore
 
 log = logging.getLogger(__name__)
 
@@ -187,9 +192,18 @@ class PullRequestHoldService:
 
 
 class PullMessageProcessor:
-    def __init__(self, ctl: BrokerController) -> None:
-        self.ctl = ctl
-        self.store = ctl.store
+    """Answers pulls from the store; receives only the services a pull needs."""
+
+    def __init__(self, *, config: BrokerConfig, store: DefaultMessageStore, topics: TopicConfigManager,
+                 groups: SubscriptionGroupManager, consumers: ConsumerManager,
+                 offsets: ConsumerOffsetManager, stats: BrokerStats) -> None:
+        self.config = config
+        self.store = store
+        self.topics = topics
+        self.groups = groups
+        self.consumers = consumers
+        self.offsets = offsets
+        self.stats = stats
         self.hold_service = PullRequestHoldService(self)
 
     def process(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
@@ -197,7 +211,7 @@ class PullMessageProcessor:
 
     def process_request(self, channel: Channel, request: RemotingCommand,
                         allow_suspend: bool) -> RemotingCommand | None:
-        ctl = self.ctl
+        config = self.config
         group = required_str(request, "consumerGroup")
         topic = required_str(request, "topic")
         queue_id = required_int(request, "queueId")
@@ -208,16 +222,16 @@ class PullMessageProcessor:
         suspend_timeout_ms = required_int(request, "suspendTimeoutMillis")
         sub_version = optional_int(request, "subVersion", 0) or 0
 
-        if not is_readable(ctl.config.broker_permission):
+        if not is_readable(config.broker_permission):
             return request.response(ResponseCode.NO_PERMISSION,
-                                    f"the broker[{ctl.config.broker_ip1}] pulling message is forbidden")
-        group_config = ctl.subscription_group_manager.find(group)
+                                    f"the broker[{config.broker_ip1}] pulling message is forbidden")
+        group_config = self.groups.find(group)
         if group_config is None:
             return request.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                                     f"subscription group [{group}] does not exist, {FAQ_URL}")
         if not group_config.consume_enable:
             return request.response(ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}")
-        topic_config = ctl.topic_config_manager.select(topic)
+        topic_config = self.topics.select(topic)
         if topic_config is None:
             return request.response(ResponseCode.TOPIC_NOT_EXIST,
                                     f"topic[{topic}] not exist, apply first please! {FAQ_URL}")
@@ -236,7 +250,7 @@ class PullMessageProcessor:
             subscription = SubscriptionData.build(topic, optional_str(request, "subscription"),
                                                   sub_version, expression_type)
         else:
-            group_info = ctl.consumer_manager.groups.get(group)
+            group_info = self.consumers.groups.get(group)
             if group_info is None:
                 return request.response(ResponseCode.SUBSCRIPTION_NOT_EXIST,
                                         f"the consumer's group info not exist{FAQ_URL}")
@@ -269,16 +283,16 @@ class PullMessageProcessor:
         response: RemotingCommand | None
         if code == ResponseCode.SUCCESS:
             body = b"".join(result.buffers)
-            ctl.stats.get_count += result.message_count
+            self.stats.get_count += result.message_count
             response = request.response(code, status.name, ext, body)
         elif code == ResponseCode.PULL_NOT_FOUND and allow_suspend and sys_flag & FLAG_SUSPEND:
-            timeout_ms = suspend_timeout_ms if ctl.config.long_polling_enable else ctl.config.short_polling_time_mills
+            timeout_ms = suspend_timeout_ms if config.long_polling_enable else config.short_polling_time_mills
             self.hold_service.suspend((topic, queue_id), _HeldPull(
                 channel, request, queue_offset, trio.current_time() + timeout_ms / 1000, message_filter))
             response = None
         else:
             response = request.response(code, status.name, ext)
 
-        if allow_suspend and sys_flag & FLAG_COMMIT_OFFSET and not ctl.is_slave:
-            ctl.consumer_offset_manager.commit_offset(group, topic, queue_id, commit_offset)
+        if allow_suspend and sys_flag & FLAG_COMMIT_OFFSET and config.broker_role is not BrokerRole.SLAVE:
+            self.offsets.commit_offset(group, topic, queue_id, commit_offset)
         return response
