@@ -26,17 +26,21 @@ from pyrmq.remoting.dispatch import ProcessorTable, RequestError
 from pyrmq.remoting.headers import optional_str, required_int, required_str
 
 if TYPE_CHECKING:
-    from pyrmq.broker.controller import BrokerController
+    from pyrmq.broker.client_manager import ConsumerManager, ProducerManager
+    from pyrmq.broker.config import BrokerConfig
+    from pyrmq.broker.offsets_and_groups import ConsumerOffsetManager, SubscriptionGroupManager
+    from pyrmq.broker.rebalance_lock import RebalanceLockManager
+    from pyrmq.broker.topic_config import TopicConfigManager
+    from pyrmq.store.message_store import DefaultMessageStore
 
 log = logging.getLogger(__name__)
 
 
-def register_client_processors(table: ProcessorTable, ctl: BrokerController) -> None:
-    consumers = ctl.consumer_manager
-    producers = ctl.producer_manager
-    groups = ctl.subscription_group_manager
-    offsets = ctl.consumer_offset_manager
-    store = ctl.store
+def register_client_processors(table: ProcessorTable, *, config: BrokerConfig, consumers: ConsumerManager,
+                               producers: ProducerManager, groups: SubscriptionGroupManager,
+                               offsets: ConsumerOffsetManager, topics: TopicConfigManager,
+                               locks: RebalanceLockManager, store: DefaultMessageStore) -> None:
+    """Register the client bookkeeping processors over the services they use."""
 
     def heart_beat(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         try:
@@ -56,7 +60,7 @@ def register_client_processors(table: ProcessorTable, ctl: BrokerController) -> 
             group_config = groups.find(group)
             if group_config is None:
                 continue
-            ctl.topic_config_manager.create_in_send_back(
+            topics.create_in_send_back(
                 retry_topic(group), max(1, group_config.retry_queue_nums), PERM_READ | PERM_WRITE)
             subscriptions = [SubscriptionData.from_json(s) for s in consumer.get("subscriptionDataSet") or []
                              if isinstance(s, dict)]
@@ -66,7 +70,7 @@ def register_client_processors(table: ProcessorTable, ctl: BrokerController) -> 
                 enum_name(consumer.get("messageModel"), _MESSAGE_MODELS, "CLUSTERING"),
                 enum_name(consumer.get("consumeFromWhere"), _CONSUME_FROM, "CONSUME_FROM_LAST_OFFSET"),
                 subscriptions,
-                group_config.notify_consumer_ids_changed_enable and ctl.config.notify_consumer_ids_changed_enable)
+                group_config.notify_consumer_ids_changed_enable and config.notify_consumer_ids_changed_enable)
         for producer in data.get("producerDataSet") or []:
             producers.register_producer(str(producer.get("groupName") or ""), client_info())
         return request.response(ResponseCode.SUCCESS)
@@ -121,13 +125,13 @@ def register_client_processors(table: ProcessorTable, ctl: BrokerController) -> 
 
     def lock_batch(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         group, client_id, mqs, _ = _lock_body(request)
-        locked = ctl.rebalance_lock_manager.try_lock_batch(group, mqs, client_id)
+        locked = locks.try_lock_batch(group, mqs, client_id)
         body = {"lockOKMQSet": [{"brokerName": b, "queueId": q, "topic": t} for t, b, q in locked]}
         return request.response(ResponseCode.SUCCESS, body=fastjson.dumps(body).encode())
 
     def unlock_batch(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         group, client_id, mqs, _ = _lock_body(request)
-        ctl.rebalance_lock_manager.unlock_batch(group, mqs, client_id)
+        locks.unlock_batch(group, mqs, client_id)
         return request.response(ResponseCode.SUCCESS)
 
     table.register(RequestCode.LOCK_BATCH_MQ, lock_batch)

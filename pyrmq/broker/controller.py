@@ -99,7 +99,10 @@ class BrokerController:
         if pull:
             table.register(RequestCode.PULL_MESSAGE, self.pull_processor.process)
             table.register(RequestCode.LITE_PULL_MESSAGE, self.pull_processor.process)
-        register_client_processors(table, self)
+        register_client_processors(
+            table, config=self.config, consumers=self.consumer_manager, producers=self.producer_manager,
+            groups=self.subscription_group_manager, offsets=self.consumer_offset_manager,
+            topics=self.topic_config_manager, locks=self.rebalance_lock_manager, store=self.store)
         register_admin_processors(table, self)
         register_consumer_admin_processors(table, self)
         return table
