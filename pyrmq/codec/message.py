@@ -4,7 +4,7 @@ The stored record layout is declared once with construct (``MessageRecordV1``,
 ``MessageRecordV2``); the per-message code uses ``struct.Struct`` objects following the same
 field order (``_PREFIX_STRUCTS``) and tests prove both agree. Property strings, hashes and ids
 live in :mod:`pyrmq.codec.message_props`, batch bodies in :mod:`pyrmq.codec.message_batch`;
-this module re-exports them so callers import one place. See /work/shared/spec/message.md.
+this module re-exports them so callers import one place. See spec/message.md.
 
 Sans-I/O: no files, no sockets, no trio.
 """

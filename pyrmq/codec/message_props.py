@@ -1,5 +1,5 @@
 """Message metadata shared by every encoding: magic codes, sysFlag bits, property strings,
-Java string hashes (tag codes) and offset msgIds. See /work/shared/spec/message.md §3, §6-§8.
+Java string hashes (tag codes) and offset msgIds. See spec/message.md §3, §6-§8.
 
 Sans-I/O: no files, no sockets, no trio.
 """

@@ -1,7 +1,7 @@
 """Fixed-size store structures: ConsumeQueue unit, checkpoint, IndexFile header/slot/item.
 
 Each layout is declared with construct and mirrored by a ``struct.Struct`` used on hot paths;
-tests prove the two agree. See /work/shared/spec/store.md §4.1, §5, §6.1.
+tests prove the two agree. See spec/store.md §4.1, §5, §6.1.
 
 Sans-I/O: no files, no sockets, no trio.
 """
