@@ -160,13 +160,16 @@ class DefaultMessageStore:
         self._build_dispatchers()
 
         max_phy_cq = self.consume_queues.recover()
-        kwargs = dict(check_crc=cfg.check_crc_on_recover, max_phy_offset_of_cq=max_phy_cq,
-                      truncate_cqs=self.consume_queues.truncate_dirty,
-                      destroy_cqs=self.consume_queues.destroy_all, clean_run=self._clean_run)
+        queues = self.consume_queues
         if self.last_exit_ok:
-            recovered = recover_normally(self._commit_log, **kwargs)
+            recovered = recover_normally(
+                self._commit_log, check_crc=cfg.check_crc_on_recover, max_phy_offset_of_cq=max_phy_cq,
+                truncate_cqs=queues.truncate_dirty, destroy_cqs=queues.destroy_all, clean_run=self._clean_run)
         else:
-            recovered = recover_abnormally(self._commit_log, checkpoint=self.checkpoint, **kwargs)
+            recovered = recover_abnormally(
+                self._commit_log, checkpoint=self.checkpoint, check_crc=cfg.check_crc_on_recover,
+                max_phy_offset_of_cq=max_phy_cq, truncate_cqs=queues.truncate_dirty,
+                destroy_cqs=queues.destroy_all, clean_run=self._clean_run)
         # the replay goes through the same pipeline as every put
         self.reput.reput_from_offset = recovered.replay_from
         end = self.reput.do_reput()
