@@ -1,9 +1,9 @@
-"""One TCP connection speaking remoting frames, shared by the server and the client side.
+"""One connection speaking remoting frames, shared by the server and the client side.
 
 A reader task decodes every complete frame of each receive before it awaits again; requests go to
 the dispatcher (which answers at once, later, or never for oneway), responses complete the
-outstanding request with the same opaque.  Outgoing frames are queued and written by one writer
-task, so a burst of responses leaves in a single ``send_all``.
+outstanding request with the same opaque.  Outgoing frames are queued as buffers and written by
+one writer task, so a burst of responses leaves in a single gather-write (``PeerStream``).
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from pyrmq.codec.remoting import (
     FrameDecoder,
     RemotingCommand,
     SerializeType,
-    encode_command,
+    encode_command_buffers,
 )
+from pyrmq.remoting.transport import Buffer, PeerStream
 
 log = logging.getLogger(__name__)
 
@@ -59,15 +60,14 @@ _opaque_counter = itertools.count(1)
 class Channel:
     """A connected peer.  ``send_*`` methods never block the caller on the network."""
 
-    def __init__(self, stream: trio.abc.Stream, remote_addr: str, local_addr: str = "",
-                 max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
-        self.stream = stream
-        self.remote_addr = remote_addr
-        self.local_addr = local_addr
+    def __init__(self, peer: PeerStream, max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
+        self.peer = peer
+        self.remote_addr = peer.remote_addr
+        self.local_addr = peer.local_addr
         self.max_frame_bytes = max_frame_bytes
         self.closed = False
         self.attributes: dict[str, object] = {}   # per-connection state of the roles
-        self._outbound: list[bytes] = []
+        self._outbound: list[Buffer] = []
         self._outbound_bytes = 0
         self._wake_writer = trio.Event()
         self._drained = trio.Event()
@@ -83,13 +83,13 @@ class Channel:
     # --- writing --------------------------------------------------------------------------
 
     def send_response(self, response: RemotingCommand) -> None:
-        self._queue(encode_command(response))
+        self._queue(encode_command_buffers(response))
 
     def send_oneway(self, request: RemotingCommand) -> None:
         request.flag |= 0x2
         if not request.opaque:
             request.opaque = next(_opaque_counter)
-        self._queue(encode_command(request))
+        self._queue(encode_command_buffers(request))
 
     async def invoke(self, request: RemotingCommand, timeout: float) -> RemotingCommand:
         """Send a request on this connection and wait for its response."""
@@ -97,7 +97,7 @@ class Channel:
         pending = _PendingResponse()
         self._pending[request.opaque] = pending
         try:
-            self._queue(encode_command(request))
+            self._queue(encode_command_buffers(request))
             with trio.move_on_after(timeout):
                 await pending.event.wait()
             if pending.response is None:
@@ -109,11 +109,12 @@ class Channel:
         finally:
             self._pending.pop(request.opaque, None)
 
-    def _queue(self, frame: bytes) -> None:
+    def _queue(self, frame: list[Buffer]) -> None:
         if self.closed:
             return
-        self._outbound.append(frame)
-        self._outbound_bytes += len(frame)
+        self._outbound.extend(frame)
+        for buffer in frame:
+            self._outbound_bytes += len(buffer)
         self._wake_writer.set()
 
     async def wait_writable(self) -> None:
@@ -129,6 +130,10 @@ class Channel:
         if self.closed:
             return
         self.closed = True
+        # Queued pull answers are memoryviews of mapped store files: while one is referenced its
+        # mmap cannot be closed, so the file could never be deleted.  Nobody will send them now.
+        self._outbound = []
+        self._outbound_bytes = 0
         self._wake_writer.set()
         self._drained.set()
         self._closed_event.set()
@@ -154,7 +159,7 @@ class Channel:
             self.close()
             with trio.CancelScope(shield=True):
                 with trio.move_on_after(1):
-                    await trio.aclose_forcefully(self.stream)
+                    await trio.aclose_forcefully(self.peer)
 
     async def _writer(self) -> None:
         while not self.closed:
@@ -162,15 +167,16 @@ class Channel:
             self._wake_writer = trio.Event()
             if not self._outbound:
                 continue
-            frames = self._outbound
+            buffers = self._outbound
             self._outbound = []
             self._outbound_bytes = 0
             try:
-                await self.stream.send_all(b"".join(frames) if len(frames) > 1 else frames[0])
+                await self.peer.send_buffers(buffers)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                 log.debug("write to %s failed: %s", self.remote_addr, exc)
                 self.close()
                 return
+            del buffers   # release the mmap slices before the next wait
             self._drained.set()
             self._drained = trio.Event()
 
@@ -178,7 +184,7 @@ class Channel:
         decoder = FrameDecoder(max_frame_bytes=self.max_frame_bytes)
         while not self.closed:
             try:
-                data = await self.stream.receive_some(RECEIVE_CHUNK)
+                data = await self.peer.receive_some(RECEIVE_CHUNK)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                 log.debug("read from %s failed: %s", self.remote_addr, exc)
                 return
