@@ -4,12 +4,17 @@ A reader task decodes every complete frame of each receive before it awaits agai
 the dispatcher (which answers at once, later, or never for oneway), responses complete the
 outstanding request with the same opaque.  Outgoing frames are queued as buffers and written by
 one writer task, so a burst of responses leaves in a single gather-write (``PeerStream``).
+
+Deadlines live here, in the I/O loop, on trio's clock: a started frame must be complete within
+``frame_timeout`` seconds, and a peer that sends no complete frame for ``idle_timeout`` seconds is
+dropped (Apache's ``serverChannelMaxIdleTimeSeconds``).
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import math
 from typing import Callable, Final, Protocol
 
 import trio
@@ -60,11 +65,14 @@ _opaque_counter = itertools.count(1)
 class Channel:
     """A connected peer.  ``send_*`` methods never block the caller on the network."""
 
-    def __init__(self, peer: PeerStream, max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
+    def __init__(self, peer: PeerStream, max_frame_bytes: int = MAX_FRAME_BYTES, *,
+                 idle_timeout: float | None = None, frame_timeout: float | None = None) -> None:
         self.peer = peer
         self.remote_addr = peer.remote_addr
         self.local_addr = peer.local_addr
         self.max_frame_bytes = max_frame_bytes
+        self.idle_timeout = idle_timeout      # seconds without a complete frame; None or 0: forever
+        self.frame_timeout = frame_timeout    # seconds for a started frame to complete; None or 0: forever
         self.closed = False
         self.attributes: dict[str, object] = {}   # per-connection state of the roles
         self._outbound: list[Buffer] = []
@@ -149,7 +157,7 @@ class Channel:
         await self._closed_event.wait()
 
     async def run(self, dispatcher: Dispatcher | None) -> None:
-        """Read and write until the peer goes away or sends malformed bytes."""
+        """Read and write until the peer goes away, sends malformed bytes or misses a deadline."""
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._writer)
@@ -180,28 +188,52 @@ class Channel:
             self._drained.set()
             self._drained = trio.Event()
 
+    def _deadline(self, decoder: FrameDecoder, last_frame_at: float, partial_since: float) -> tuple[float, str]:
+        """When the reader gives up on the peer, and the log line's reason."""
+        deadline, reason = math.inf, ""
+        if self.idle_timeout:      # None or 0: no limit (0 disables Netty's IdleStateHandler too)
+            deadline, reason = last_frame_at + self.idle_timeout, f"no complete frame for {self.idle_timeout:g} s"
+        if decoder.buffered and self.frame_timeout and partial_since + self.frame_timeout < deadline:
+            deadline = partial_since + self.frame_timeout
+            reason = f"partial frame ({decoder.buffered} bytes) not completed within {self.frame_timeout:g} s"
+        return deadline, reason
+
     async def _reader(self, dispatcher: Dispatcher | None) -> None:
         decoder = FrameDecoder(max_frame_bytes=self.max_frame_bytes)
+        last_frame_at = partial_since = trio.current_time()
         while not self.closed:
-            try:
-                data = await self.peer.receive_some(RECEIVE_CHUNK)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                log.debug("read from %s failed: %s", self.remote_addr, exc)
+            deadline, reason = self._deadline(decoder, last_frame_at, partial_since)
+            data = None
+            with trio.move_on_at(deadline):
+                try:
+                    data = await self.peer.receive_some(RECEIVE_CHUNK)
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                    log.debug("read from %s failed: %s", self.remote_addr, exc)
+                    return
+            if data is None:
+                log.warning("closing connection from %s: %s", self.remote_addr, reason)
                 return
             if not data:
                 if decoder.buffered:
                     log.warning("closing connection from %s: truncated frame (%d bytes left at EOF)",
                                 self.remote_addr, decoder.buffered)
                 return
+            now = trio.current_time()
+            if not decoder.buffered:
+                partial_since = now
             decoder.receive_data(data)
             try:
                 for cmd in decoder.frames():
+                    last_frame_at = partial_since = now   # what is left over started arriving now
                     self._handle(cmd, dispatcher)
             except ProtocolError as exc:
                 log.warning("closing connection from %s: %s", self.remote_addr, exc)
                 return
             if self._outbound_bytes > OUTBOUND_HIGH_WATER:
                 await self.wait_writable()
+                # Time spent waiting for the peer to drain its answers is not held against its
+                # frame or idle deadline: we were not reading.
+                last_frame_at = partial_since = trio.current_time()
 
     def _handle(self, cmd: RemotingCommand, dispatcher: Dispatcher | None) -> None:
         if cmd.is_response:

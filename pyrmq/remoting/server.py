@@ -24,6 +24,11 @@ log = logging.getLogger(__name__)
 # again after a pause instead of failing the server (trio's serve_listeners does the same).
 ACCEPT_CAPACITY_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
 ACCEPT_CAPACITY_PAUSE_S: Final = 0.1
+# Apache's serverChannelMaxIdleTimeSeconds: clients heartbeat every 30 s, so 120 s of silence
+# means the peer is gone or is not a RocketMQ client.
+DEFAULT_IDLE_TIMEOUT_S: Final = 120.0
+# A started frame must be complete within this: a 16 MiB frame needs only ~0.5 MB/s.
+DEFAULT_FRAME_TIMEOUT_S: Final = 30.0
 
 Listener = trio.abc.Listener[PeerStream]
 
@@ -34,6 +39,8 @@ class RemotingServer:
     def __init__(self, dispatcher: Dispatcher, host: str, port: int, name: str = "remoting",
                  max_frame_bytes: int = MAX_FRAME_BYTES,
                  on_channel: Callable[[Channel], None] | None = None, *,
+                 idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT_S,
+                 frame_timeout: float | None = DEFAULT_FRAME_TIMEOUT_S,
                  wrap_listener: Callable[[Listener], Listener] | None = None) -> None:
         self.dispatcher = dispatcher
         self.host = host
@@ -41,6 +48,8 @@ class RemotingServer:
         self.name = name
         self.max_frame_bytes = max_frame_bytes
         self.on_channel = on_channel
+        self.idle_timeout = idle_timeout
+        self.frame_timeout = frame_timeout
         self.wrap_listener = wrap_listener
         self.channels: set[Channel] = set()
         self._cancel_scope: trio.CancelScope | None = None
@@ -85,7 +94,8 @@ class RemotingServer:
 
     async def _handle(self, peer: PeerStream) -> None:
         try:
-            channel = Channel(peer, self.max_frame_bytes)
+            channel = Channel(peer, self.max_frame_bytes, idle_timeout=self.idle_timeout,
+                              frame_timeout=self.frame_timeout)
             self.channels.add(channel)
             channel.on_close(self.channels.discard)
             if self.on_channel is not None:
