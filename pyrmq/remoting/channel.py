@@ -1,9 +1,10 @@
 """One connection speaking remoting frames, shared by the server and the client side.
 
 A reader task decodes every complete frame of each receive before it awaits again; requests go to
-the dispatcher (which answers at once, later, or never for oneway), responses complete the
-outstanding request with the same opaque.  Outgoing frames are queued as buffers and written by
-one writer task, so a burst of responses leaves in a single gather-write (``PeerStream``).
+the dispatcher (which answers at once, later through an awaitable, or never for oneway),
+responses complete the outstanding request with the same opaque.  Outgoing frames are queued as
+buffers and written by one writer task, so a burst of responses leaves in a single gather-write
+(``PeerStream``).
 
 Deadlines live here, in the I/O loop, on trio's clock: a started frame must be complete within
 ``frame_timeout`` seconds, and a peer that sends no complete frame for ``idle_timeout`` seconds is
@@ -27,6 +28,7 @@ from pyrmq.codec.remoting import (
     SerializeType,
     encode_command_buffers,
 )
+from pyrmq.remoting.deferred import Deferred, resolve
 from pyrmq.remoting.transport import Buffer, PeerStream
 
 log = logging.getLogger(__name__)
@@ -47,8 +49,9 @@ class ChannelClosedError(Exception):
 
 
 class Dispatcher(Protocol):
-    def dispatch(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
-        """Answer ``request`` now (return the response), or later via ``channel.send_response``."""
+    def dispatch(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | Deferred | None:
+        """Answer ``request`` now (return the response), later (return an awaitable producing it,
+        or call ``channel.send_response``), or not at all (``None``)."""
 
 
 class _PendingResponse:
@@ -75,6 +78,7 @@ class Channel:
         self.frame_timeout = frame_timeout    # seconds for a started frame to complete; None or 0: forever
         self.closed = False
         self.attributes: dict[str, object] = {}   # per-connection state of the roles
+        self._nursery: trio.Nursery | None = None
         self._outbound: list[Buffer] = []
         self._outbound_bytes = 0
         self._wake_writer = trio.Event()
@@ -160,10 +164,12 @@ class Channel:
         """Read and write until the peer goes away, sends malformed bytes or misses a deadline."""
         try:
             async with trio.open_nursery() as nursery:
+                self._nursery = nursery
                 nursery.start_soon(self._writer)
                 await self._reader(dispatcher)
                 nursery.cancel_scope.cancel()
         finally:
+            self._nursery = None
             self.close()
             with trio.CancelScope(shield=True):
                 with trio.move_on_after(1):
@@ -248,5 +254,16 @@ class Channel:
         if dispatcher is None:
             return
         response = dispatcher.dispatch(self, cmd)
-        if response is not None and not cmd.is_oneway:
+        if response is None:
+            return
+        if isinstance(response, RemotingCommand):
+            if not cmd.is_oneway:
+                self.send_response(response)
+            return
+        assert self._nursery is not None   # requests are only dispatched from run()
+        self._nursery.start_soon(self._answer_when_ready, cmd, response)
+
+    async def _answer_when_ready(self, request: RemotingCommand, deferred: Deferred) -> None:
+        response = await resolve(request, deferred, self.remote_addr)
+        if response is not None and not request.is_oneway:
             self.send_response(response)
