@@ -140,6 +140,8 @@ def test_closing_a_channel_drops_its_queued_mmap_slices(tmp_path):
     send, _ = trio.testing.memory_stream_pair()
     channel = Channel(PeerStream(send, "peer:1"))     # never run: the answer stays queued
     channel.send_response(_pull_answer([view[0:10], view[100:200]]))
+    # backpressure counts the body buffers too
+    assert channel._outbound_bytes == len(encode_command(_pull_answer(bytes(110))))
     view.release()
     channel.close()
     mapping.close()    # BufferError while a queued slice still exports the mapping
