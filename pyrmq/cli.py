@@ -15,7 +15,7 @@ from pathlib import Path
 
 import trio
 
-from pyrmq.broker.config import ConfigError, load_config_file
+from pyrmq.broker.config import ConfigError, LoadedConfig, load_config_file
 from pyrmq.broker.controller import BrokerController
 from pyrmq.namesrv.controller import NamesrvConfig, NamesrvController
 
@@ -63,6 +63,15 @@ def _broker_overrides(args) -> dict[str, str]:
     return overrides
 
 
+def embedded_namesrv_config(loaded: LoadedConfig, port: int) -> NamesrvConfig:
+    """The standalone NameServer: the broker's bind address and connection deadlines."""
+    broker = loaded.broker
+    return NamesrvConfig(listen_port=port, bind_address=broker.bind_address,
+                         kv_config_path=str(Path(loaded.store.store_path_root_dir) / "namesrv" / "kvConfig.json"),
+                         server_channel_max_idle_time_seconds=broker.server_channel_max_idle_time_seconds,
+                         partial_frame_timeout_seconds=broker.partial_frame_timeout_seconds)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pyrmq", description="RocketMQ-compatible NameServer and Broker")
     parser.add_argument("--log-level", default=os.environ.get("PYRMQ_LOG_LEVEL", "INFO"))
@@ -95,10 +104,7 @@ def main(argv: list[str] | None = None) -> int:
             own = f"127.0.0.1:{args.namesrv_port}"
             addrs = [own] + [a for a in loaded.broker.namesrv_addrs if a != own]
             loaded.broker.namesrv_addr = ";".join(addrs)
-            kv_path = Path(loaded.store.store_path_root_dir) / "namesrv" / "kvConfig.json"
-            namesrv = NamesrvController(NamesrvConfig(listen_port=args.namesrv_port,
-                                                      bind_address=loaded.broker.bind_address,
-                                                      kv_config_path=str(kv_path)))
+            namesrv = NamesrvController(embedded_namesrv_config(loaded, args.namesrv_port))
         else:
             loaded = load_config_file(args.config, overrides)
         broker = BrokerController(loaded)

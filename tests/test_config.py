@@ -67,3 +67,18 @@ def test_cli_exits_2_with_the_message(tmp_path):
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "bad value 'notaport' for listenPort" in result.stderr
+
+
+def test_connection_deadlines_reach_both_broker_ports_and_the_namesrv(tmp_path):
+    from pyrmq.broker.controller import BrokerController
+    from pyrmq.cli import embedded_namesrv_config
+    from pyrmq.namesrv.controller import NamesrvController
+
+    loaded = build_config({"storePathRootDir": str(tmp_path), "serverChannelMaxIdleTimeSeconds": "45",
+                           "partialFrameTimeoutSeconds": "7"})
+    broker = BrokerController(loaded)
+    for server in (broker.server, broker.fast_server):
+        assert (server.idle_timeout, server.frame_timeout) == (45, 7)
+    assert as_properties(loaded)["serverChannelMaxIdleTimeSeconds"] == "45"
+    namesrv = NamesrvController(embedded_namesrv_config(loaded, 0))    # pyrmq standalone
+    assert (namesrv.server.idle_timeout, namesrv.server.frame_timeout) == (45, 7)

@@ -66,6 +66,10 @@ class BrokerConfig:
     trace_on: bool = True
     fast_port_enable: bool = True    # also listen on listenPort - 2 (the "VIP channel" of old clients)
     max_frame_bytes: int = 16 * 1024 * 1024
+    # Apache's NettyServerConfig key: a connection without a complete frame for this long is closed.
+    server_channel_max_idle_time_seconds: int = 120
+    # pyrmq's own: a frame whose first bytes arrived must be complete within this many seconds.
+    partial_frame_timeout_seconds: int = 30
     notify_consumer_ids_changed_enable: bool = True
     channel_expired_timeout: int = 120_000
     flush_consumer_offset_interval: int = 5000

@@ -78,16 +78,18 @@ class BrokerController:
         # held pulls are woken by the store's dispatch pipeline, as one more dispatcher
         self.store.add_dispatcher(self.pull_processor.hold_service)
         self.processors = self._build_processors()
+        deadlines = {"idle_timeout": self.config.server_channel_max_idle_time_seconds,
+                     "frame_timeout": self.config.partial_frame_timeout_seconds}
         self.server = RemotingServer(self.processors, self.config.bind_address, self.config.listen_port,
                                      name="broker", max_frame_bytes=self.config.max_frame_bytes,
-                                     on_channel=self._on_channel)
+                                     on_channel=self._on_channel, **deadlines)
         self.fast_server: RemotingServer | None = None
         if self.config.fast_port_enable:
             # Old Java clients (vipChannelEnabled) send to listenPort - 2; as in Java, no pulls there.
             fast_table = self._build_processors(pull=False)
             self.fast_server = RemotingServer(fast_table, self.config.bind_address, self.config.listen_port - 2,
                                               name="broker-fast", max_frame_bytes=self.config.max_frame_bytes,
-                                              on_channel=self._on_channel)
+                                              on_channel=self._on_channel, **deadlines)
         self._stopping = trio.Event()
         self._stopped = trio.Event()
 

@@ -1,7 +1,8 @@
 """Flushing the store to disk from worker threads.
 
-SYNC_FLUSH: senders wait for the group commit that covers their record -- one msync for every
-send that arrived meanwhile -- and are answered FLUSH_DISK_TIMEOUT after ``syncFlushTimeout``.
+SYNC_FLUSH: senders await ``wait_flushed`` for the group commit that covers their record -- one
+msync for every send that arrived meanwhile -- and are answered FLUSH_DISK_TIMEOUT after
+``syncFlushTimeout`` (a deadline on trio's clock).
 ASYNC_FLUSH: the commit log is flushed every ``flushIntervalCommitLog`` ms.  Either way the
 consume queues are flushed every ``flushIntervalConsumeQueue`` ms.  fsync never runs on the
 event loop.
@@ -10,9 +11,7 @@ event loop.
 from __future__ import annotations
 
 import logging
-import time
 from collections import deque
-from typing import Callable
 
 import trio
 
@@ -21,19 +20,37 @@ from pyrmq.store.message_store import DefaultMessageStore, FlushDiskType, Messag
 log = logging.getLogger(__name__)
 
 
+class _FlushWaiter:
+    __slots__ = ("next_offset", "event", "flushed", "gone")
+
+    def __init__(self, next_offset: int) -> None:
+        self.next_offset = next_offset
+        self.event = trio.Event()
+        self.flushed = False
+        self.gone = False     # timed out or cancelled: the group-commit loop drops it
+
+
 class FlushService:
     def __init__(self, store: DefaultMessageStore, config: MessageStoreConfig) -> None:
         self.store = store
         self.config = config
-        self._waiters: deque[tuple[int, float, Callable[[bool], None]]] = deque()
+        self._waiters: deque[_FlushWaiter] = deque()
         self._wake = trio.Event()
         self.group_commits = 0
 
-    def wait_for_flush(self, next_offset: int, callback: Callable[[bool], None]) -> None:
-        """Call ``callback(True)`` once the commit log is flushed past ``next_offset``."""
-        deadline = time.monotonic() + self.config.sync_flush_timeout / 1000
-        self._waiters.append((next_offset, deadline, callback))
+    async def wait_flushed(self, next_offset: int) -> bool:
+        """True once the commit log is flushed past ``next_offset``; False after syncFlushTimeout."""
+        waiter = _FlushWaiter(next_offset)
+        self._waiters.append(waiter)
         self._wake.set()
+        try:
+            with trio.move_on_after(self.config.sync_flush_timeout / 1000):
+                await waiter.event.wait()
+        finally:
+            waiter.gone = True
+        if not waiter.flushed:
+            log.warning("sync flush timed out at offset %d", next_offset)
+        return waiter.flushed
 
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
@@ -51,17 +68,15 @@ class FlushService:
                 # Everything queued until now rides on this one flush.
                 flushed = await trio.to_thread.run_sync(self.store.flush_commit_log)
                 self.group_commits += 1
-                now = time.monotonic()
-                pending = deque()
-                while self._waiters:
-                    next_offset, deadline, callback = self._waiters.popleft()
-                    if flushed >= next_offset:
-                        callback(True)
-                    elif now >= deadline:
-                        log.warning("sync flush timed out at offset %d (flushed %d)", next_offset, flushed)
-                        callback(False)
+                pending: deque[_FlushWaiter] = deque()
+                for waiter in self._waiters:
+                    if waiter.gone:
+                        continue
+                    if flushed >= waiter.next_offset:
+                        waiter.flushed = True
+                        waiter.event.set()
                     else:
-                        pending.append((next_offset, deadline, callback))
+                        pending.append(waiter)
                 self._waiters = pending
                 if pending:
                     await trio.sleep(0.001)
@@ -79,6 +94,6 @@ class FlushService:
             await trio.to_thread.run_sync(self.store.flush_consume_queues)
 
     def fail_waiters(self) -> None:
-        while self._waiters:
-            _, _, callback = self._waiters.popleft()
-            callback(False)
+        """Forget every waiter (shutdown; may run in a worker thread, so no event is set here):
+        a send still waiting is answered FLUSH_DISK_TIMEOUT at its own deadline."""
+        self._waiters = deque()

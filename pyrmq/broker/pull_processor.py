@@ -282,9 +282,9 @@ class PullMessageProcessor:
 
         response: RemotingCommand | None
         if code == ResponseCode.SUCCESS:
-            body = b"".join(result.buffers)
             self.stats.get_count += result.message_count
-            response = request.response(code, status.name, ext, body)
+            # The mmap slices go to the socket as they are (one gather-write), never joined.
+            response = request.response(code, status.name, ext, result.buffers)
         elif code == ResponseCode.PULL_NOT_FOUND and allow_suspend and sys_flag & FLAG_SUSPEND:
             timeout_ms = suspend_timeout_ms if config.long_polling_enable else config.short_polling_time_mills
             self.hold_service.suspend((topic, queue_id), _HeldPull(

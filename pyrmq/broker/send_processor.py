@@ -30,6 +30,7 @@ from pyrmq.codec.message import (
 )
 from pyrmq.codec.remoting import RemotingCommand
 from pyrmq.remoting.channel import Channel
+from pyrmq.remoting.deferred import Deferred
 from pyrmq.remoting.dispatch import RequestError
 from pyrmq.remoting.headers import optional_bool, optional_int, required_int, required_str
 from pyrmq.store.message_store import (
@@ -129,7 +130,7 @@ class SendMessageProcessor:
         self._response_fields = {"MSG_REGION": ctl.config.region_id,
                                   "TRACE_ON": "true" if ctl.config.trace_on else "false"}
 
-    def process(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+    def process(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | Deferred:
         header = request.ext_fields or {}
         keys = _V2_KEYS if "b" in header else _V1_KEYS
         topic = _required(header, keys.topic)
@@ -198,7 +199,7 @@ class SendMessageProcessor:
                 reconsume_times=reconsume_times,
                 tags_code=tags_string_to_tags_code(properties.get(MessageConst.PROPERTY_TAGS)))
             result = self.store.put_message(inner)
-        return self._respond(channel, request, result, queue_id, wait_store)
+        return self._respond(request, result, queue_id, wait_store)
 
     def _check(self, request: RemotingCommand, header: dict[str, str], keys: _Keys, topic: str, queue_id: int):
         broker = self.ctl.config
@@ -243,8 +244,8 @@ class SendMessageProcessor:
                                     f"Producer: {header.get(keys.producer_group)}")
         return topic_config
 
-    def _respond(self, channel: Channel, request: RemotingCommand, result: PutMessageResult,
-                 queue_id: int, wait_store: bool) -> RemotingCommand | None:
+    def _respond(self, request: RemotingCommand, result: PutMessageResult, queue_id: int,
+                 wait_store: bool) -> RemotingCommand | Deferred:
         code, remark = _PUT_STATUS_RESPONSES.get(result.status, (ResponseCode.SYSTEM_ERROR, str(result.status)))
         if result.append_result is None or code not in (ResponseCode.SUCCESS,):
             return request.response(code, remark)
@@ -255,15 +256,14 @@ class SendMessageProcessor:
         if not (self.sync_flush and wait_store):
             return request.response(ResponseCode.SUCCESS, ext_fields=ext)
 
-        # SYNC_FLUSH: SEND_OK only once the record is on disk (group commit, off the event loop).
-        def on_flushed(ok: bool) -> None:
-            if ok:
-                channel.send_response(request.response(ResponseCode.SUCCESS, ext_fields=ext))
-            else:
-                channel.send_response(request.response(ResponseCode.FLUSH_DISK_TIMEOUT, ext_fields=ext))
+        # SYNC_FLUSH: SEND_OK only once the record is on disk (group commit, off the event loop);
+        # the channel awaits the answer without holding up its reader.
+        return self._answer_when_flushed(request, ext, append.wrote_offset + append.wrote_bytes)
 
-        self.ctl.flush_service.wait_for_flush(append.wrote_offset + append.wrote_bytes, on_flushed)
-        return None
+    async def _answer_when_flushed(self, request: RemotingCommand, ext: dict[str, str],
+                                   next_offset: int) -> RemotingCommand:
+        flushed = await self.ctl.flush_service.wait_flushed(next_offset)
+        return request.response(ResponseCode.SUCCESS if flushed else ResponseCode.FLUSH_DISK_TIMEOUT, ext_fields=ext)
 
     def consumer_send_msg_back(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """CONSUMER_SEND_MSG_BACK (36): a message the consumer failed goes to %RETRY%<group> with a

@@ -2,9 +2,10 @@
 
 Sans-I/O, in the shape of h11: ``FrameDecoder.receive_data(bytes)`` buffers,
 ``FrameDecoder.next_frame()`` returns a ``RemotingCommand`` or ``NEED_DATA``; ``encode_command``
-returns the bytes of one frame.  Every length field is checked against what was actually received
-and against the configured limit before anything is sliced or allocated.  See spec/remoting.md
-sections 2-8.
+returns the bytes of one frame, ``encode_command_buffers`` the same frame as the header bytes
+plus the body buffers untouched (a pull answer's mmap slices go to the socket uncopied).  Every
+length field is checked against what was actually received and against the configured limit
+before anything is sliced or allocated.  See spec/remoting.md sections 2-8.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import enum
 import json
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -68,7 +70,8 @@ class RemotingCommand:
     flag: int = 0
     remark: str | None = None
     ext_fields: dict[str, str] | None = None
-    body: bytes | memoryview | None = None
+    # A sequence of buffers (memoryviews of mapped files) is sent as is, see encode_command_buffers.
+    body: bytes | memoryview | Sequence[bytes | memoryview] | None = None
     language: str = "JAVA"
     version: int = CURRENT_VERSION
     serialize_type: SerializeType = SerializeType.JSON
@@ -88,7 +91,7 @@ class RemotingCommand:
 
     def response(self, code: int, remark: str | None = None,
                  ext_fields: dict[str, str] | None = None,
-                 body: bytes | memoryview | None = None) -> RemotingCommand:
+                 body: bytes | memoryview | Sequence[bytes | memoryview] | None = None) -> RemotingCommand:
         """The response to this request: same opaque and serialize type, our language/version."""
         return RemotingCommand(code=code, opaque=self.opaque, flag=RPC_TYPE_RESPONSE, remark=remark,
                                ext_fields={} if ext_fields is None else ext_fields, body=body,
@@ -307,18 +310,31 @@ def encode_rocketmq_header(cmd: RemotingCommand) -> bytes:
 # Frames
 
 
-def encode_command(cmd: RemotingCommand) -> bytes:
-    """The bytes of one frame carrying ``cmd`` in its own serialize type."""
+def encode_command_buffers(cmd: RemotingCommand) -> list[bytes | bytearray | memoryview]:
+    """One frame carrying ``cmd``: the length words and header in one bytes, then the body
+    buffers untouched (h11's ``send_with_data_passthrough`` shape).  A body may be a sequence of
+    buffers -- a pull answer's memoryviews of the mapped commit log; only ``len()`` is taken of
+    them, they are never joined or copied here."""
     if cmd.serialize_type is SerializeType.ROCKETMQ:
         header = encode_rocketmq_header(cmd)
     else:
         header = encode_json_header(cmd)
     body = cmd.body
-    body_len = len(body) if body is not None else 0
+    if body is None:
+        body_buffers = []
+    elif isinstance(body, (bytes, bytearray, memoryview)):
+        body_buffers = [body] if len(body) else []
+    else:
+        body_buffers = [buffer for buffer in body if len(buffer)]
+    body_len = sum(len(buffer) for buffer in body_buffers)
     prefix = _PREFIX.pack(4 + len(header) + body_len, (int(cmd.serialize_type) << 24) | len(header))
-    if body_len:
-        return b"".join((prefix, header, body))
-    return prefix + header
+    return [prefix + header, *body_buffers]
+
+
+def encode_command(cmd: RemotingCommand) -> bytes:
+    """The bytes of one frame carrying ``cmd`` in its own serialize type."""
+    buffers = encode_command_buffers(cmd)
+    return buffers[0] if len(buffers) == 1 else b"".join(buffers)
 
 
 class _NeedData:

@@ -28,10 +28,16 @@ class NamesrvConfig:
     bind_address: str = "0.0.0.0"
     kv_config_path: str = field(default_factory=lambda: os.path.join(Path.home(), "namesrv", "kvConfig.json"))
     order_message_enable: bool = False
+    # The broker.conf keys of the same meaning (serverChannelMaxIdleTimeSeconds,
+    # partialFrameTimeoutSeconds); standalone passes the broker's values.
+    server_channel_max_idle_time_seconds: int = 120
+    partial_frame_timeout_seconds: int = 30
 
     def as_properties(self) -> dict[str, str]:
         return {"listenPort": str(self.listen_port), "kvConfigPath": self.kv_config_path,
-                "orderMessageEnable": str(self.order_message_enable).lower()}
+                "orderMessageEnable": str(self.order_message_enable).lower(),
+                "serverChannelMaxIdleTimeSeconds": str(self.server_channel_max_idle_time_seconds),
+                "partialFrameTimeoutSeconds": str(self.partial_frame_timeout_seconds)}
 
 
 class NamesrvController:
@@ -40,7 +46,9 @@ class NamesrvController:
         self.route_info = RouteInfoManager()
         self.kv_config = KVConfigManager(config.kv_config_path)
         self.server = RemotingServer(build_processors(self), config.bind_address, config.listen_port,
-                                     name="namesrv", on_channel=self._on_channel)
+                                     name="namesrv", on_channel=self._on_channel,
+                                     idle_timeout=config.server_channel_max_idle_time_seconds,
+                                     frame_timeout=config.partial_frame_timeout_seconds)
 
     def _on_channel(self, channel: Channel) -> None:
         channel.on_close(self.route_info.on_channel_destroy)

@@ -1,15 +1,21 @@
-"""One TCP connection speaking remoting frames, shared by the server and the client side.
+"""One connection speaking remoting frames, shared by the server and the client side.
 
 A reader task decodes every complete frame of each receive before it awaits again; requests go to
-the dispatcher (which answers at once, later, or never for oneway), responses complete the
-outstanding request with the same opaque.  Outgoing frames are queued and written by one writer
-task, so a burst of responses leaves in a single ``send_all``.
+the dispatcher (which answers at once, later through an awaitable, or never for oneway),
+responses complete the outstanding request with the same opaque.  Outgoing frames are queued as
+buffers and written by one writer task, so a burst of responses leaves in a single gather-write
+(``PeerStream``).
+
+Deadlines live here, in the I/O loop, on trio's clock: a started frame must be complete within
+``frame_timeout`` seconds, and a peer that sends no complete frame for ``idle_timeout`` seconds is
+dropped (Apache's ``serverChannelMaxIdleTimeSeconds``).
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import math
 from typing import Callable, Final, Protocol
 
 import trio
@@ -20,8 +26,10 @@ from pyrmq.codec.remoting import (
     FrameDecoder,
     RemotingCommand,
     SerializeType,
-    encode_command,
+    encode_command_buffers,
 )
+from pyrmq.remoting.deferred import Deferred, resolve
+from pyrmq.remoting.transport import Buffer, PeerStream
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +49,9 @@ class ChannelClosedError(Exception):
 
 
 class Dispatcher(Protocol):
-    def dispatch(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
-        """Answer ``request`` now (return the response), or later via ``channel.send_response``."""
+    def dispatch(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | Deferred | None:
+        """Answer ``request`` now (return the response), later (return an awaitable producing it,
+        or call ``channel.send_response``), or not at all (``None``)."""
 
 
 class _PendingResponse:
@@ -59,15 +68,18 @@ _opaque_counter = itertools.count(1)
 class Channel:
     """A connected peer.  ``send_*`` methods never block the caller on the network."""
 
-    def __init__(self, stream: trio.abc.Stream, remote_addr: str, local_addr: str = "",
-                 max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
-        self.stream = stream
-        self.remote_addr = remote_addr
-        self.local_addr = local_addr
+    def __init__(self, peer: PeerStream, max_frame_bytes: int = MAX_FRAME_BYTES, *,
+                 idle_timeout: float | None = None, frame_timeout: float | None = None) -> None:
+        self.peer = peer
+        self.remote_addr = peer.remote_addr
+        self.local_addr = peer.local_addr
         self.max_frame_bytes = max_frame_bytes
+        self.idle_timeout = idle_timeout      # seconds without a complete frame; None or 0: forever
+        self.frame_timeout = frame_timeout    # seconds for a started frame to complete; None or 0: forever
         self.closed = False
         self.attributes: dict[str, object] = {}   # per-connection state of the roles
-        self._outbound: list[bytes] = []
+        self._nursery: trio.Nursery | None = None
+        self._outbound: list[Buffer] = []
         self._outbound_bytes = 0
         self._wake_writer = trio.Event()
         self._drained = trio.Event()
@@ -83,13 +95,13 @@ class Channel:
     # --- writing --------------------------------------------------------------------------
 
     def send_response(self, response: RemotingCommand) -> None:
-        self._queue(encode_command(response))
+        self._queue(encode_command_buffers(response))
 
     def send_oneway(self, request: RemotingCommand) -> None:
         request.flag |= 0x2
         if not request.opaque:
             request.opaque = next(_opaque_counter)
-        self._queue(encode_command(request))
+        self._queue(encode_command_buffers(request))
 
     async def invoke(self, request: RemotingCommand, timeout: float) -> RemotingCommand:
         """Send a request on this connection and wait for its response."""
@@ -97,7 +109,7 @@ class Channel:
         pending = _PendingResponse()
         self._pending[request.opaque] = pending
         try:
-            self._queue(encode_command(request))
+            self._queue(encode_command_buffers(request))
             with trio.move_on_after(timeout):
                 await pending.event.wait()
             if pending.response is None:
@@ -109,11 +121,12 @@ class Channel:
         finally:
             self._pending.pop(request.opaque, None)
 
-    def _queue(self, frame: bytes) -> None:
+    def _queue(self, frame: list[Buffer]) -> None:
         if self.closed:
             return
-        self._outbound.append(frame)
-        self._outbound_bytes += len(frame)
+        self._outbound.extend(frame)
+        for buffer in frame:
+            self._outbound_bytes += len(buffer)
         self._wake_writer.set()
 
     async def wait_writable(self) -> None:
@@ -129,6 +142,10 @@ class Channel:
         if self.closed:
             return
         self.closed = True
+        # Queued pull answers are memoryviews of mapped store files: while one is referenced its
+        # mmap cannot be closed, so the file could never be deleted.  Nobody will send them now.
+        self._outbound = []
+        self._outbound_bytes = 0
         self._wake_writer.set()
         self._drained.set()
         self._closed_event.set()
@@ -144,17 +161,19 @@ class Channel:
         await self._closed_event.wait()
 
     async def run(self, dispatcher: Dispatcher | None) -> None:
-        """Read and write until the peer goes away or sends malformed bytes."""
+        """Read and write until the peer goes away, sends malformed bytes or misses a deadline."""
         try:
             async with trio.open_nursery() as nursery:
+                self._nursery = nursery
                 nursery.start_soon(self._writer)
                 await self._reader(dispatcher)
                 nursery.cancel_scope.cancel()
         finally:
+            self._nursery = None
             self.close()
             with trio.CancelScope(shield=True):
                 with trio.move_on_after(1):
-                    await trio.aclose_forcefully(self.stream)
+                    await trio.aclose_forcefully(self.peer)
 
     async def _writer(self) -> None:
         while not self.closed:
@@ -162,40 +181,65 @@ class Channel:
             self._wake_writer = trio.Event()
             if not self._outbound:
                 continue
-            frames = self._outbound
+            buffers = self._outbound
             self._outbound = []
             self._outbound_bytes = 0
             try:
-                await self.stream.send_all(b"".join(frames) if len(frames) > 1 else frames[0])
+                await self.peer.send_buffers(buffers)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                 log.debug("write to %s failed: %s", self.remote_addr, exc)
                 self.close()
                 return
+            del buffers   # release the mmap slices before the next wait
             self._drained.set()
             self._drained = trio.Event()
 
+    def _deadline(self, decoder: FrameDecoder, last_frame_at: float, partial_since: float) -> tuple[float, str]:
+        """When the reader gives up on the peer, and the log line's reason."""
+        deadline, reason = math.inf, ""
+        if self.idle_timeout:      # None or 0: no limit (0 disables Netty's IdleStateHandler too)
+            deadline, reason = last_frame_at + self.idle_timeout, f"no complete frame for {self.idle_timeout:g} s"
+        if decoder.buffered and self.frame_timeout and partial_since + self.frame_timeout < deadline:
+            deadline = partial_since + self.frame_timeout
+            reason = f"partial frame ({decoder.buffered} bytes) not completed within {self.frame_timeout:g} s"
+        return deadline, reason
+
     async def _reader(self, dispatcher: Dispatcher | None) -> None:
         decoder = FrameDecoder(max_frame_bytes=self.max_frame_bytes)
+        last_frame_at = partial_since = trio.current_time()
         while not self.closed:
-            try:
-                data = await self.stream.receive_some(RECEIVE_CHUNK)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                log.debug("read from %s failed: %s", self.remote_addr, exc)
+            deadline, reason = self._deadline(decoder, last_frame_at, partial_since)
+            data = None
+            with trio.move_on_at(deadline):
+                try:
+                    data = await self.peer.receive_some(RECEIVE_CHUNK)
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                    log.debug("read from %s failed: %s", self.remote_addr, exc)
+                    return
+            if data is None:
+                log.warning("closing connection from %s: %s", self.remote_addr, reason)
                 return
             if not data:
                 if decoder.buffered:
                     log.warning("closing connection from %s: truncated frame (%d bytes left at EOF)",
                                 self.remote_addr, decoder.buffered)
                 return
+            now = trio.current_time()
+            if not decoder.buffered:
+                partial_since = now
             decoder.receive_data(data)
             try:
                 for cmd in decoder.frames():
+                    last_frame_at = partial_since = now   # what is left over started arriving now
                     self._handle(cmd, dispatcher)
             except ProtocolError as exc:
                 log.warning("closing connection from %s: %s", self.remote_addr, exc)
                 return
             if self._outbound_bytes > OUTBOUND_HIGH_WATER:
                 await self.wait_writable()
+                # Time spent waiting for the peer to drain its answers is not held against its
+                # frame or idle deadline: we were not reading.
+                last_frame_at = partial_since = trio.current_time()
 
     def _handle(self, cmd: RemotingCommand, dispatcher: Dispatcher | None) -> None:
         if cmd.is_response:
@@ -210,5 +254,16 @@ class Channel:
         if dispatcher is None:
             return
         response = dispatcher.dispatch(self, cmd)
-        if response is not None and not cmd.is_oneway:
+        if response is None:
+            return
+        if isinstance(response, RemotingCommand):
+            if not cmd.is_oneway:
+                self.send_response(response)
+            return
+        assert self._nursery is not None   # requests are only dispatched from run()
+        self._nursery.start_soon(self._answer_when_ready, cmd, response)
+
+    async def _answer_when_ready(self, request: RemotingCommand, deferred: Deferred) -> None:
+        response = await resolve(request, deferred, self.remote_addr)
+        if response is not None and not request.is_oneway:
             self.send_response(response)

@@ -11,6 +11,7 @@ import trio
 
 from pyrmq.codec.remoting import RemotingCommand
 from pyrmq.remoting.channel import Channel, ChannelClosedError, Dispatcher
+from pyrmq.remoting.transport import open_tcp_peer_stream
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +62,8 @@ class RemotingClient:
                 return channel
             host, port = split_addr(addr)
             with trio.fail_after(CONNECT_TIMEOUT_S):
-                stream = await trio.open_tcp_stream(host, port)
-            channel = Channel(stream, addr)
+                peer = await open_tcp_peer_stream(host, port, remote_addr=addr)
+            channel = Channel(peer)
             self._channels[addr] = channel
             channel.on_close(lambda ch: self._channels.pop(addr, None) if self._channels.get(addr) is ch else None)
             assert self._nursery is not None

@@ -8,24 +8,20 @@ from typing import Callable
 
 from pyrmq.codec.remoting import RemotingCommand
 from pyrmq.remoting.channel import Channel
+from pyrmq.remoting.deferred import Deferred
+from pyrmq.remoting.errors import RequestError
 
 log = logging.getLogger(__name__)
 
 SYSTEM_ERROR = 1
 REQUEST_CODE_NOT_SUPPORTED = 3
 
-# A processor answers now (returns the response), later (returns None and calls
-# channel.send_response itself), or never (oneway requests).
-Processor = Callable[[Channel, RemotingCommand], "RemotingCommand | None"]
+__all__ = ["REQUEST_CODE_NOT_SUPPORTED", "SYSTEM_ERROR", "Processor", "ProcessorTable", "RequestError"]
 
-
-class RequestError(Exception):
-    """A request that cannot be served: answered with ``code`` and ``remark``."""
-
-    def __init__(self, code: int, remark: str) -> None:
-        super().__init__(remark)
-        self.code = code
-        self.remark = remark
+# A processor answers now (returns the response), later (returns an awaitable producing the
+# response, run by the channel without holding up its reader -- see deferred.py), or never
+# (returns None: oneway requests, or a held pull answered by its hold service).
+Processor = Callable[[Channel, RemotingCommand], "RemotingCommand | Deferred | None"]
 
 
 class ProcessorTable:
@@ -39,7 +35,7 @@ class ProcessorTable:
     def codes(self) -> set[int]:
         return set(self._processors)
 
-    def dispatch(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+    def dispatch(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | Deferred | None:
         processor = self._processors.get(request.code)
         if processor is None:
             return request.response(REQUEST_CODE_NOT_SUPPORTED,

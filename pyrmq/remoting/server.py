@@ -1,21 +1,36 @@
-"""Remoting server: accepts connections and runs one Channel per peer in a handler nursery."""
+"""Remoting server: accepts connections and runs one Channel per peer in a handler nursery.
+
+The accept loop follows trio's ``serve_listeners``: running out of descriptors or memory is logged
+and waited out, any other accept failure ends the server, and every accepted stream is closed in
+``finally``.  Listeners are ``trio.abc.Listener[PeerStream]`` (see transport.py), so a TLS wrapper
+plugs in through ``wrap_listener`` without the channel knowing.
+"""
 
 from __future__ import annotations
 
+import errno
 import logging
-from typing import Callable
+from typing import Callable, Final
 
 import trio
 
 from pyrmq.codec.remoting import MAX_FRAME_BYTES
 from pyrmq.remoting.channel import Channel, Dispatcher
+from pyrmq.remoting.transport import PeerStream, open_tcp_listeners
 
 log = logging.getLogger(__name__)
 
+# Out of descriptors, buffers or memory: the condition passes when connections close, so accept
+# again after a pause instead of failing the server (trio's serve_listeners does the same).
+ACCEPT_CAPACITY_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+ACCEPT_CAPACITY_PAUSE_S: Final = 0.1
+# Apache's serverChannelMaxIdleTimeSeconds: clients heartbeat every 30 s, so 120 s of silence
+# means the peer is gone or is not a RocketMQ client.
+DEFAULT_IDLE_TIMEOUT_S: Final = 120.0
+# A started frame must be complete within this: a 16 MiB frame needs only ~0.5 MB/s.
+DEFAULT_FRAME_TIMEOUT_S: Final = 30.0
 
-def _addr(sockname) -> str:
-    host, port = sockname[0], sockname[1]
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+Listener = trio.abc.Listener[PeerStream]
 
 
 class RemotingServer:
@@ -23,22 +38,34 @@ class RemotingServer:
 
     def __init__(self, dispatcher: Dispatcher, host: str, port: int, name: str = "remoting",
                  max_frame_bytes: int = MAX_FRAME_BYTES,
-                 on_channel: Callable[[Channel], None] | None = None) -> None:
+                 on_channel: Callable[[Channel], None] | None = None, *,
+                 idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT_S,
+                 frame_timeout: float | None = DEFAULT_FRAME_TIMEOUT_S,
+                 wrap_listener: Callable[[Listener], Listener] | None = None) -> None:
         self.dispatcher = dispatcher
         self.host = host
         self.port = port
         self.name = name
         self.max_frame_bytes = max_frame_bytes
         self.on_channel = on_channel
+        self.idle_timeout = idle_timeout
+        self.frame_timeout = frame_timeout
+        self.wrap_listener = wrap_listener
         self.channels: set[Channel] = set()
-        self._listeners: list[trio.SocketListener] = []
         self._cancel_scope: trio.CancelScope | None = None
         self._accept_scope = trio.CancelScope()
 
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        self._listeners = await trio.open_tcp_listeners(self.port, host=self.host)
-        self.port = self._listeners[0].socket.getsockname()[1]
+        tcp_listeners = await open_tcp_listeners(self.port, host=self.host)
+        self.port = tcp_listeners[0].port
+        listeners: list[Listener] = list(tcp_listeners)
+        if self.wrap_listener is not None:
+            listeners = [self.wrap_listener(listener) for listener in listeners]
         log.info("%s listening on %s:%d", self.name, self.host, self.port)
+        await self.serve_listeners(listeners, task_status=task_status)
+
+    async def serve_listeners(self, listeners: list[Listener], *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Serve connections from ``listeners`` (closed on return) until ``close()``."""
         with trio.CancelScope() as scope:
             self._cancel_scope = scope
             async with trio.open_nursery() as handlers:
@@ -47,35 +74,35 @@ class RemotingServer:
                 try:
                     with self._accept_scope:
                         async with trio.open_nursery() as acceptors:
-                            for listener in self._listeners:
+                            for listener in listeners:
                                 acceptors.start_soon(self._accept_loop, listener, handlers)
                 finally:
-                    for listener in self._listeners:
-                        listener.socket.close()
+                    for listener in listeners:
+                        await trio.aclose_forcefully(listener)
 
-    async def _accept_loop(self, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
+    async def _accept_loop(self, listener: Listener, nursery: trio.Nursery) -> None:
         while True:
             try:
-                stream = await listener.accept()
-            except OSError as exc:   # e.g. EMFILE: log, back off, keep serving
-                log.warning("%s accept failed: %s", self.name, exc)
-                await trio.sleep(0.1)
+                peer = await listener.accept()
+            except OSError as exc:
+                if exc.errno not in ACCEPT_CAPACITY_ERRNOS:
+                    raise
+                log.error("%s accept failed, retrying in %g s: %s", self.name, ACCEPT_CAPACITY_PAUSE_S, exc)
+                await trio.sleep(ACCEPT_CAPACITY_PAUSE_S)
                 continue
-            nursery.start_soon(self._handle, stream)
+            nursery.start_soon(self._handle, peer)
 
-    async def _handle(self, stream: trio.SocketStream) -> None:
+    async def _handle(self, peer: PeerStream) -> None:
         try:
-            remote = _addr(stream.socket.getpeername())
-            local = _addr(stream.socket.getsockname())
-        except OSError:
-            await trio.aclose_forcefully(stream)
-            return
-        channel = Channel(stream, remote, local, self.max_frame_bytes)
-        self.channels.add(channel)
-        channel.on_close(self.channels.discard)
-        if self.on_channel is not None:
-            self.on_channel(channel)
-        await channel.run(self.dispatcher)
+            channel = Channel(peer, self.max_frame_bytes, idle_timeout=self.idle_timeout,
+                              frame_timeout=self.frame_timeout)
+            self.channels.add(channel)
+            channel.on_close(self.channels.discard)
+            if self.on_channel is not None:
+                self.on_channel(channel)
+            await channel.run(self.dispatcher)
+        finally:
+            await trio.aclose_forcefully(peer)
 
     def stop_accepting(self) -> None:
         self._accept_scope.cancel()

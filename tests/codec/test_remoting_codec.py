@@ -20,6 +20,7 @@ from pyrmq.codec.remoting import (
     decode_json_header,
     decode_rocketmq_header,
     encode_command,
+    encode_command_buffers,
     encode_rocketmq_header,
 )
 
@@ -104,6 +105,22 @@ def test_frame_prefix_declaration_agrees_with_encoder():
     assert prefix.length == len(data) - 4
     assert prefix.header_word >> 24 == 0
     assert FramePrefix.compile().parse(data[:8]) == prefix
+
+
+@pytest.mark.parametrize("serialize_type", list(SerializeType))
+def test_buffer_body_is_passed_through_and_frames_like_the_joined_body(serialize_type):
+    records = [memoryview(b"record-one"), memoryview(b""), memoryview(b"record-two!")]
+
+    def answer(body):
+        return RemotingCommand(code=0, opaque=9, flag=1, remark="FOUND", ext_fields={"maxOffset": "3"},
+                               body=body, serialize_type=serialize_type)
+
+    buffers = encode_command_buffers(answer(records))
+    assert len(buffers) == 3 and buffers[1] is records[0] and buffers[2] is records[2]   # not copied
+    assert b"".join(buffers) == encode_command(answer(b"record-onerecord-two!"))
+    [back] = decode_all(b"".join(buffers))
+    assert back.body == b"record-onerecord-two!"
+    assert encode_command_buffers(answer(None)) == [encode_command(answer(b""))]
 
 
 def test_rocketmq_null_remark_and_empty_values():

@@ -1,0 +1,125 @@
+"""The seam between remoting and the byte transport: listeners that yield ``PeerStream``s.
+
+A ``PeerStream`` is a connected ``trio.abc.Stream`` plus the two address strings a channel logs
+and the roles use (born host, client ids), so nothing above this module reaches through
+``stream.socket``.  A TLS listener is a wrapper around a ``trio.abc.Listener[PeerStream]`` that
+returns ``PeerStream(trio.SSLStream(peer.stream, ...), peer.remote_addr, peer.local_addr)``;
+hypercorn's ``trio/run.py`` wraps its listeners the same way.
+
+``send_buffers`` is the gather-write of a channel's writer: plain TCP hands the buffers (header
+bytes and memoryviews of mapped store files) to ``sendmsg`` untouched; any other stream (TLS)
+gets them joined into one ``send_all``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from typing import Final
+
+import trio
+
+log = logging.getLogger(__name__)
+
+# sendmsg refuses more iovecs than this (EMSGSIZE); Linux and the BSDs allow 1024.
+IOV_MAX: Final = os.sysconf("SC_IOV_MAX") if "SC_IOV_MAX" in getattr(os, "sysconf_names", {}) else 1024
+
+Buffer = bytes | bytearray | memoryview
+
+
+def format_addr(sockname: tuple) -> str:
+    """``host:port`` as RocketMQ writes it; IPv6 hosts in brackets."""
+    host, port = sockname[0], sockname[1]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+class PeerStream(trio.abc.AsyncResource):
+    """A connected byte stream and the addresses it joins: all a ``Channel`` talks through."""
+
+    def __init__(self, stream: trio.abc.Stream, remote_addr: str, local_addr: str = "") -> None:
+        self.stream = stream
+        self.remote_addr = remote_addr
+        self.local_addr = local_addr
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.local_addr} <- {self.remote_addr}>"
+
+    async def receive_some(self, max_bytes: int) -> bytes | bytearray:
+        return await self.stream.receive_some(max_bytes)
+
+    async def send_buffers(self, buffers: Sequence[Buffer]) -> None:
+        """Send every byte of ``buffers`` in order.  Streams without gather-write (TLS) join them."""
+        await self.stream.send_all(buffers[0] if len(buffers) == 1 else b"".join(buffers))
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+
+def consume_sent(buffers: list[Buffer], sent: int) -> list[Buffer]:
+    """What is left of ``buffers`` after the first ``sent`` bytes went out (a partial write)."""
+    index = 0
+    while index < len(buffers) and sent >= len(buffers[index]):
+        sent -= len(buffers[index])
+        index += 1
+    rest = buffers[index:]
+    if sent:
+        rest[0] = memoryview(rest[0])[sent:]
+    return rest
+
+
+class SocketPeerStream(PeerStream):
+    """A plain TCP connection: gather-writes with ``sendmsg``, no copy of the body buffers."""
+
+    stream: trio.SocketStream
+
+    @classmethod
+    def from_socket_stream(cls, stream: trio.SocketStream, remote_addr: str | None = None) -> SocketPeerStream:
+        """Raises ``OSError`` when the peer is already gone (ENOTCONN from getpeername)."""
+        sock = stream.socket
+        return cls(stream, remote_addr or format_addr(sock.getpeername()), format_addr(sock.getsockname()))
+
+    async def send_buffers(self, buffers: Sequence[Buffer]) -> None:
+        sock = self.stream.socket
+        pending = list(buffers)
+        while pending:
+            # trio's sendmsg waits until the socket is writable, then makes one syscall that may
+            # write only part of what it was given.
+            sent = await sock.sendmsg(pending[:IOV_MAX])
+            pending = consume_sent(pending, sent)
+
+
+class TCPListener(trio.abc.Listener[PeerStream]):
+    """A ``trio.SocketListener`` whose accepted connections come with their addresses."""
+
+    def __init__(self, listener: trio.SocketListener) -> None:
+        self.listener = listener
+        self.local_addr = format_addr(listener.socket.getsockname())
+        self.port: int = listener.socket.getsockname()[1]
+
+    async def accept(self) -> PeerStream:
+        while True:
+            stream = await self.listener.accept()
+            try:
+                return SocketPeerStream.from_socket_stream(stream)
+            except OSError as exc:   # reset before we looked at it: nothing to serve
+                log.debug("accepted connection gone at once: %s", exc)
+                await trio.aclose_forcefully(stream)
+
+    async def aclose(self) -> None:
+        await self.listener.aclose()
+
+
+async def open_tcp_listeners(port: int, host: str | None = None) -> list[TCPListener]:
+    """One listener per address ``host`` resolves to (both stacks for a wildcard), as trio's."""
+    return [TCPListener(listener) for listener in await trio.open_tcp_listeners(port, host=host)]
+
+
+async def open_tcp_peer_stream(host: str, port: int, remote_addr: str | None = None) -> SocketPeerStream:
+    """Connect; ``remote_addr`` overrides the peer address string (a client logs what it dialled)."""
+    stream = await trio.open_tcp_stream(host, port)
+    try:
+        return SocketPeerStream.from_socket_stream(stream, remote_addr)
+    except OSError:
+        await trio.aclose_forcefully(stream)
+        raise

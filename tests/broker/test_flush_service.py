@@ -1,0 +1,87 @@
+"""FlushService.wait_flushed: one group commit for every waiting send, and syncFlushTimeout as a
+deadline on trio's clock (the autojump clock runs it instantly)."""
+
+from __future__ import annotations
+
+import threading
+
+import trio
+
+from pyrmq.broker.flush_service import FlushService
+from pyrmq.store.message_store import FlushDiskType, MessageStoreConfig
+
+
+class _Store:
+    """flush_commit_log reports ``flushed`` (what reached the disk), counting its calls."""
+
+    def __init__(self, flushed: int) -> None:
+        self.flushed = flushed
+        self.calls = 0
+        self.gate = threading.Event()
+        self.gate.set()
+
+    def flush_commit_log(self) -> int:
+        self.gate.wait()
+        self.calls += 1
+        return self.flushed
+
+    def flush_consume_queues(self) -> None:
+        pass
+
+
+def _service(store: _Store, timeout_ms: int = 5000) -> FlushService:
+    config = MessageStoreConfig(store_path_root_dir="/nonexistent", flush_disk_type=FlushDiskType.SYNC_FLUSH,
+                                sync_flush_timeout=timeout_ms)
+    return FlushService(store, config)
+
+
+async def test_waiters_queued_together_share_one_group_commit(nursery):
+    store = _Store(flushed=1000)
+    service = _service(store)
+    results: list[bool] = []
+
+    async def send(offset: int) -> None:
+        results.append(await service.wait_flushed(offset))
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as senders:
+            for offset in (100, 500, 1000):
+                senders.start_soon(send, offset)
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(service.run)
+    assert results == [True, True, True]
+    assert store.calls == 1
+
+
+async def test_a_flush_that_never_covers_the_record_times_out(nursery, autojump_clock, caplog):
+    store = _Store(flushed=10)
+    service = _service(store, timeout_ms=3000)
+    nursery.start_soon(service.run)
+    start = trio.current_time()
+    assert await service.wait_flushed(11) is False
+    assert trio.current_time() - start == 3.0
+    assert "sync flush timed out at offset 11" in caplog.text
+
+
+async def test_timed_out_waiters_stop_the_group_commit_loop(nursery):
+    store = _Store(flushed=10)
+    service = _service(store, timeout_ms=50)
+    nursery.start_soon(service.run)
+    assert await service.wait_flushed(11) is False
+    with trio.fail_after(5):
+        while service._waiters:     # what a graceful stop waits for
+            await trio.sleep(0.01)
+
+
+async def test_fail_waiters_leaves_the_answer_to_the_deadline(autojump_clock):
+    service = _service(_Store(flushed=0), timeout_ms=2000)   # no group-commit loop running
+    async with trio.open_nursery() as nursery:
+        results: list[bool] = []
+
+        async def send() -> None:
+            results.append(await service.wait_flushed(5))
+
+        nursery.start_soon(send)
+        await trio.testing.wait_all_tasks_blocked()
+        await trio.to_thread.run_sync(service.fail_waiters)   # shutdown calls it from a thread
+    assert results == [False] and not service._waiters
