@@ -70,7 +70,10 @@ class BrokerController:
         self.flush_service = FlushService(self.store, self.store_config)
         self.registration = NamesrvRegistration(self)
         self.schedule_service = ScheduleMessageService(self, parse_delay_levels(self.config.message_delay_level))
-        self.send_processor = SendMessageProcessor(self)
+        self.send_processor = SendMessageProcessor(
+            config=self.config, store=self.store, topics=self.topic_config_manager,
+            groups=self.subscription_group_manager, flush_service=self.flush_service, stats=self.stats,
+            max_delay_level=self.schedule_service.max_level)
         self.pull_processor = PullMessageProcessor(
             config=self.config, store=self.store, topics=self.topic_config_manager,
             groups=self.subscription_group_manager, consumers=self.consumer_manager,

@@ -10,6 +10,7 @@ import logging
 import random
 from typing import TYPE_CHECKING
 
+from pyrmq.broker.config import BrokerRole
 from pyrmq.broker.schedule_service import redirect_to_schedule
 from pyrmq.broker.topic_config import (
     DLQ_GROUP_TOPIC_PREFIX,
@@ -42,7 +43,12 @@ from pyrmq.store.message_store import (
 )
 
 if TYPE_CHECKING:
-    from pyrmq.broker.controller import BrokerController
+    from pyrmq.broker.config import BrokerConfig
+    from pyrmq.broker.controller import BrokerStats
+    from pyrmq.broker.flush_service import FlushService
+    from pyrmq.broker.offsets_and_groups import SubscriptionGroupManager
+    from pyrmq.broker.topic_config import TopicConfigManager
+    from pyrmq.store.message_store import DefaultMessageStore
 
 log = logging.getLogger(__name__)
 
@@ -120,15 +126,23 @@ def _split_addr(addr: str) -> tuple[str, int]:
 
 
 class SendMessageProcessor:
-    def __init__(self, ctl: BrokerController) -> None:
-        self.ctl = ctl
-        self.store = ctl.store
-        self.topics = ctl.topic_config_manager
-        self.store_host = (ctl.config.broker_ip1, ctl.config.listen_port)
-        self.cluster_name = ctl.config.broker_cluster_name
-        self.sync_flush = ctl.store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH
-        self._response_fields = {"MSG_REGION": ctl.config.region_id,
-                                  "TRACE_ON": "true" if ctl.config.trace_on else "false"}
+    """Sends and sends-back; receives only the services they use."""
+
+    def __init__(self, *, config: BrokerConfig, store: DefaultMessageStore, topics: TopicConfigManager,
+                 groups: SubscriptionGroupManager, flush_service: FlushService, stats: BrokerStats,
+                 max_delay_level: int) -> None:
+        self.config = config
+        self.store = store
+        self.topics = topics
+        self.groups = groups
+        self.flush_service = flush_service
+        self.stats = stats
+        self.max_delay_level = max_delay_level
+        self.store_host = (config.broker_ip1, config.listen_port)
+        self.cluster_name = config.broker_cluster_name
+        self.sync_flush = store.config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+        self._response_fields = {"MSG_REGION": config.region_id,
+                                  "TRACE_ON": "true" if config.trace_on else "false"}
 
     def process(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | Deferred:
         header = request.ext_fields or {}
@@ -175,7 +189,7 @@ class SendMessageProcessor:
             if properties.get(MessageConst.PROPERTY_TRANSACTION_PREPARED) == "true":
                 # Transactional half messages arrive with a later issue; refuse them plainly.
                 return request.response(ResponseCode.NO_PERMISSION,
-                                        f"the broker[{self.ctl.config.broker_name}] sending transaction message is forbidden")
+                                        f"the broker[{self.config.broker_name}] sending transaction message is forbidden")
             # As the Java broker: WAIT is not stored (9 bytes saved per message) -- except on a
             # delayed message, whose string is rebuilt after WAIT went back into the map.
             entries_held = len(properties)
@@ -186,7 +200,7 @@ class SendMessageProcessor:
                     and MessageConst.PROPERTY_DELAY_TIME_LEVEL in properties):
                 if wait_value is not None:
                     properties[MessageConst.PROPERTY_WAIT_STORE_MSG_OK] = wait_value
-                parked = redirect_to_schedule(properties, topic, queue_id, self.ctl.schedule_service.max_level)
+                parked = redirect_to_schedule(properties, topic, queue_id, self.max_delay_level)
                 if parked is not None:
                     store_topic, store_queue_id = parked
                 elif wait_value is not None:
@@ -202,11 +216,11 @@ class SendMessageProcessor:
         return self._respond(request, result, queue_id, wait_store)
 
     def _check(self, request: RemotingCommand, header: dict[str, str], keys: _Keys, topic: str, queue_id: int):
-        broker = self.ctl.config
+        broker = self.config
         if not is_writeable(broker.broker_permission):
             return request.response(ResponseCode.NO_PERMISSION,
                                     f"the broker[{broker.broker_ip1}] sending message is forbidden")
-        if self.ctl.is_slave:
+        if self.config.broker_role is BrokerRole.SLAVE:
             return request.response(ResponseCode.SERVICE_NOT_AVAILABLE,
                                     "the broker is a slave; send messages to the master")
         remark = validate_topic(topic)
@@ -219,7 +233,7 @@ class SendMessageProcessor:
             unit_mode = header.get(keys.unit_mode, "").lower() == "true"
             topic_sys_flag = 1 if unit_mode else 0   # TopicSysFlag FLAG_UNIT
             if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-                group = self.ctl.subscription_group_manager.find(topic[len(RETRY_GROUP_TOPIC_PREFIX):])
+                group = self.groups.find(topic[len(RETRY_GROUP_TOPIC_PREFIX):])
                 if group is None:
                     return request.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                                             f"subscription group not exist, {topic}")
@@ -252,7 +266,7 @@ class SendMessageProcessor:
         append = result.append_result
         ext = {"msgId": append.msg_id, "queueId": str(queue_id), "queueOffset": str(append.logics_offset),
                **self._response_fields}
-        self.ctl.stats.put_count += append.msg_num
+        self.stats.put_count += append.msg_num
         if not (self.sync_flush and wait_store):
             return request.response(ResponseCode.SUCCESS, ext_fields=ext)
 
@@ -262,23 +276,22 @@ class SendMessageProcessor:
 
     async def _answer_when_flushed(self, request: RemotingCommand, ext: dict[str, str],
                                    next_offset: int) -> RemotingCommand:
-        flushed = await self.ctl.flush_service.wait_flushed(next_offset)
+        flushed = await self.flush_service.wait_flushed(next_offset)
         return request.response(ResponseCode.SUCCESS if flushed else ResponseCode.FLUSH_DISK_TIMEOUT, ext_fields=ext)
 
     def consumer_send_msg_back(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """CONSUMER_SEND_MSG_BACK (36): a message the consumer failed goes to %RETRY%<group> with a
         delay, or to %DLQ%<group> once it has been retried too often (spec/codes.md section 4.8)."""
-        ctl = self.ctl
         offset = required_int(request, "offset")
         group = required_str(request, "group")
         delay_level = required_int(request, "delayLevel")
-        group_config = ctl.subscription_group_manager.find(group)
+        group_config = self.groups.find(group)
         if group_config is None:
             return request.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                                     f"subscription group not exist, {group}{FAQ_URL}")
-        if not is_writeable(ctl.config.broker_permission):
+        if not is_writeable(self.config.broker_permission):
             return request.response(ResponseCode.NO_PERMISSION,
-                                    f"the broker[{ctl.config.broker_ip1}] sending message is forbidden")
+                                    f"the broker[{self.config.broker_ip1}] sending message is forbidden")
         if group_config.retry_queue_nums <= 0:
             return request.response(ResponseCode.SUCCESS)
         topic = RETRY_GROUP_TOPIC_PREFIX + group
@@ -310,7 +323,7 @@ class SendMessageProcessor:
             properties[MessageConst.PROPERTY_ORIGIN_MESSAGE_ID] = message.msg_id
         if not topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
             store_topic, store_queue_id = redirect_to_schedule(
-                properties, topic, queue_id, ctl.schedule_service.max_level) or (topic, queue_id)
+                properties, topic, queue_id, self.max_delay_level) or (topic, queue_id)
         inner = MessageExtBrokerInner(
             topic=store_topic, queue_id=store_queue_id, flag=message.flag, body=message.body,
             properties_string=properties_to_string(properties), sys_flag=message.sys_flag,
