@@ -120,7 +120,7 @@ class ScheduleMessageService:
             if cq is None:
                 continue
             offset = max(self.offset_table.get(level, 0), cq.get_min_offset_in_queue())
-            for commit_log_offset, size, deliver_at in cq.iter_units(offset):
+            for commit_log_offset, _size, deliver_at in cq.iter_units(offset):
                 # A clock set back must not strand messages for longer than their delay.
                 if deliver_at > now_ms + self.delay_ms[level - 1]:
                     deliver_at = now_ms

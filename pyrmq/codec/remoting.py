@@ -13,7 +13,8 @@ import enum
 import json
 import struct
 from dataclasses import dataclass, field
-from typing import Final
+from collections.abc import Iterator
+from typing import Any, Final
 
 import construct as cs
 
@@ -160,7 +161,7 @@ def _json_ext_value(value: object) -> str:
     raise ProtocolError(f"extFields value of type {type(value).__name__}")
 
 
-def _int_member(obj: dict, key: str, default: int | None = None) -> int:
+def _int_member(obj: dict[str, Any], key: str, default: int | None = None) -> int:
     value = obj.get(key, default)
     if type(value) is int:
         return value
@@ -316,7 +317,7 @@ def encode_command(cmd: RemotingCommand) -> bytes:
     body = cmd.body
     body_len = len(body) if body is not None else 0
     prefix = _PREFIX.pack(4 + len(header) + body_len, (int(cmd.serialize_type) << 24) | len(header))
-    if body_len:
+    if body_len and body is not None:
         return b"".join((prefix, header, body))
     return prefix + header
 
@@ -385,11 +386,11 @@ class FrameDecoder:
         self._pos = pos + 4 + length
         return cmd
 
-    def frames(self):
+    def frames(self) -> Iterator[RemotingCommand]:
         """Every complete frame buffered so far."""
         while True:
             cmd = self.next_frame()
-            if cmd is NEED_DATA:
+            if isinstance(cmd, _NeedData):
                 return
             yield cmd
 
