@@ -574,7 +574,7 @@ class TwoBrokerCluster:
         self.namesrv: subprocess.Popen | None = None
         self.brokers: dict[str, subprocess.Popen | None] = dict.fromkeys(self.BROKER_NAMES)
         self.boots_seen: dict[str, int] = dict.fromkeys(self.BROKER_NAMES, 0)
-        for name, cfg in self.configs.items():
+        for cfg in self.configs.values():
             extra = {}
             if kind == "apache":
                 extra = {"storePathCommitLog": str(cfg.store_dir / "commitlog"),

@@ -297,7 +297,7 @@ class Stream:
 
 def tcp_streams(pcap: Path, server_ports: set[int]) -> list[Stream]:
     streams: dict[tuple, Stream] = {}
-    for ts, (src, sport), (dst, dport), seq, flags, payload in read_pcap(pcap):
+    for ts, (_src, sport), (_dst, dport), seq, flags, payload in read_pcap(pcap):
         if dport in server_ports:
             key, direction = (sport, dport), "c2s"
         elif sport in server_ports:

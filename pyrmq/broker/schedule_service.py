@@ -80,6 +80,8 @@ class ScheduleMessageService:
         self.offsets = DelayOffsetTable(Path(ctl.store_config.store_path_root_dir) / "config" / "delayOffset.json")
         # the store stamps each parked message's CQ unit with its delivery time
         self.store.schedule_tags_code = self.deliver_timestamp
+        # level -> (offset of its first message not yet due, trio time that message falls due)
+        self._waiting: dict[int, tuple[int, float]] = {}
 
     @property
     def max_level(self) -> int:
@@ -102,30 +104,41 @@ class ScheduleMessageService:
     # --- delivery -------------------------------------------------------------------------
 
     async def run(self) -> None:
-        last_persist = time.monotonic()
+        last_persist = trio.current_time()
         while True:
             await trio.sleep(TICK_S)
-            self.deliver_due(int(time.time() * 1000))
-            if self.offsets.dirty and time.monotonic() - last_persist >= PERSIST_INTERVAL_S:
-                last_persist = time.monotonic()
+            self.deliver_due(int(time.time() * 1000), trio.current_time())
+            if self.offsets.dirty and trio.current_time() - last_persist >= PERSIST_INTERVAL_S:
+                last_persist = trio.current_time()
                 text = self.offsets.encode(pretty=True)
                 self.offsets.dirty = False
                 await trio.to_thread.run_sync(write_atomically, self.offsets.path, text)
 
-    def deliver_due(self, now_ms: int) -> int:
-        """Re-put every parked message whose time has come; returns how many were delivered."""
+    def deliver_due(self, now_ms: int, now: float) -> int:
+        """Re-put every parked message whose time has come; returns how many were delivered.
+
+        Delivery times are wall clock (``now_ms``): store timestamp plus the level's delay. The
+        wait for one is trio's clock (``now``), as Java's timer waits the countdown: a message is
+        also due once the countdown seen when it first headed its queue has passed on trio's clock
+        (a test's autojump_clock skips it; a wall clock set back does not stretch it).
+        """
         delivered = 0
         for level in range(1, self.max_level + 1):
             cq = self.store.find_consume_queue(SCHEDULE_TOPIC, level - 1)
             if cq is None:
                 continue
             offset = max(self.offset_table.get(level, 0), cq.get_min_offset_in_queue())
-            for commit_log_offset, size, deliver_at in cq.iter_units(offset):
+            for commit_log_offset, _size, deliver_at in cq.iter_units(offset):
                 # A clock set back must not strand messages for longer than their delay.
                 if deliver_at > now_ms + self.delay_ms[level - 1]:
                     deliver_at = now_ms
                 if deliver_at > now_ms:
-                    break
+                    waiting = self._waiting.get(level)
+                    if waiting is None or waiting[0] != offset:
+                        self._waiting[level] = (offset, now + (deliver_at - now_ms) / 1000)
+                        break
+                    if now < waiting[1]:
+                        break
                 if not self._deliver(commit_log_offset):
                     break    # retry this one on the next tick
                 offset += 1

@@ -19,7 +19,7 @@ import enum
 import struct
 from typing import Iterator
 
-from pyrmq.codec.message import MAGIC_CODE_V1, MAGIC_CODE_V2, RecordInfo, check_record
+from pyrmq.codec.message import MAGIC_CODE_V1, MAGIC_CODE_V2, ReadBuffer, RecordInfo, check_record
 
 _HEAD = struct.Struct(">ii")  # TOTALSIZE, MAGICCODE: the first two fields of every record
 
@@ -61,7 +61,7 @@ class RecordWalker:
 
     __slots__ = ("buf", "position", "limit", "file_from_offset", "check_crc", "end")
 
-    def __init__(self, buf, pos: int, limit: int, *, file_from_offset: int = 0,
+    def __init__(self, buf: ReadBuffer, pos: int, limit: int, *, file_from_offset: int = 0,
                  check_crc: bool = True) -> None:
         self.buf = buf
         self.position = pos

@@ -21,7 +21,7 @@ from pyrmq.codec.errors import ProtocolError
 MAX_DEPTH: Final = 64
 
 
-class ObjectKey(tuple):
+class ObjectKey(tuple[tuple[str, Any], ...]):
     """A map key that is itself a JSON object (fastjson's ``{{"brokerName":..}:value}``).
 
     Stored as a tuple of sorted (name, value) pairs so it is hashable; ``as_dict()`` gives it back.
@@ -74,7 +74,7 @@ def _encode_key(key: Any) -> str:
     return _encode_str(str(key))
 
 
-def _sorted_items(obj: dict) -> list:
+def _sorted_items(obj: dict[Any, Any]) -> list[tuple[Any, Any]]:
     items = [(k, v) for k, v in obj.items() if v is not None]
     # Bean members and string-keyed maps come out sorted; integer keys in numeric order.
     try:
@@ -159,9 +159,9 @@ class _Parser:
             return self.string()
         return self.bare()
 
-    def obj(self, depth: int) -> dict:
+    def obj(self, depth: int) -> dict[Any, Any]:
         self.pos += 1
-        result: dict = {}
+        result: dict[Any, Any] = {}
         self.skip_ws()
         if self.text.startswith("}", self.pos):
             self.pos += 1
@@ -193,9 +193,9 @@ class _Parser:
                 return result
             raise self.error("expected ',' or '}'")
 
-    def array(self, depth: int) -> list:
+    def array(self, depth: int) -> list[Any]:
         self.pos += 1
-        result: list = []
+        result: list[Any] = []
         self.skip_ws()
         if self.text.startswith("]", self.pos):
             self.pos += 1
@@ -214,8 +214,9 @@ class _Parser:
     def string(self) -> str:
         quote = self.text[self.pos]
         if quote == '"':
-            try:
-                value, end = json.decoder.scanstring(self.text, self.pos + 1)
+            value: str
+            try:  # the C scanner json itself uses; typeshed does not declare it
+                value, end = json.decoder.scanstring(self.text, self.pos + 1)  # type: ignore[attr-defined]
             except json.JSONDecodeError as exc:
                 raise self.error(f"bad string ({exc.msg})") from None
             self.pos = end
@@ -273,6 +274,6 @@ def loads(data: str | bytes | bytearray | memoryview) -> Any:
     return result
 
 
-def int_keys(mapping: dict) -> dict[int, Any]:
+def int_keys(mapping: dict[Any, Any]) -> dict[int, Any]:
     """A map read back with integer keys, whether they were written quoted or not."""
     return {int(k): v for k, v in mapping.items()}

@@ -14,6 +14,10 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+if TYPE_CHECKING:
+    import mmap
 
 from construct import (
     Bytes,
@@ -58,11 +62,15 @@ from pyrmq.codec.message_props import (
     tags_string_to_tags_code,
 )
 
+# What records are read from (a file mapping, a view of one, a response body) and written into.
+ReadBuffer: TypeAlias = "bytes | bytearray | memoryview | mmap.mmap"
+WriteBuffer: TypeAlias = "bytearray | memoryview | mmap.mmap"
+
 # --------------------------------------------------------------------------------------------
 # Stored record layout (message.md §2)
 # --------------------------------------------------------------------------------------------
 
-def _record_struct(magic: int, topic_length: object) -> Struct:
+def _record_struct(magic: int, topic_length: Any) -> Struct:
     return Struct(
         "total_size" / Int32sb,
         "magic" / Const(magic, Int32sb),
@@ -256,7 +264,7 @@ def prepare_record(
 
 
 def write_prepared_record(
-    buf, pos: int, r: PreparedRecord, queue_offset: int, physical_offset: int, store_timestamp: int
+    buf: WriteBuffer, pos: int, r: PreparedRecord, queue_offset: int, physical_offset: int, store_timestamp: int
 ) -> int:
     """Write ``r`` at ``buf[pos:]``; returns the record size. ``buf`` must have room."""
     prefix = r.prefix
@@ -273,8 +281,8 @@ def write_prepared_record(
     return r.total_size
 
 
-def encode_message_record(buf, pos: int, *, queue_offset: int, physical_offset: int,
-                          store_timestamp: int, **fields) -> int:
+def encode_message_record(buf: WriteBuffer, pos: int, *, queue_offset: int, physical_offset: int,
+                          store_timestamp: int, **fields: Any) -> int:
     """Write one stored record into ``buf`` at ``pos`` (CRC, sizes and host flags filled in);
     ``fields`` are those of :func:`prepare_record`.
 
@@ -288,7 +296,7 @@ def encode_message_record(buf, pos: int, *, queue_offset: int, physical_offset: 
 
 
 def encode_message_record_bytes(*, queue_offset: int = 0, physical_offset: int = 0,
-                                store_timestamp: int = 0, **fields) -> bytes:
+                                store_timestamp: int = 0, **fields: Any) -> bytes:
     """Like :func:`encode_message_record` but returns the record as ``bytes`` (tests, tools)."""
     r = prepare_record(**fields)
     out = bytearray(r.total_size)
@@ -384,7 +392,8 @@ _UNIQ_KEY_NAME = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX + NAME_VALU
 _TAGS_NAME = MessageConst.PROPERTY_TAGS + NAME_VALUE_SEPARATOR
 
 
-def _decode_fields(buf, pos: int, limit: int):
+def _decode_fields(buf: ReadBuffer, pos: int,
+                   limit: int) -> tuple[tuple[Any, ...], int, int, int, int, int, int]:
     """Validated field tuple of the record at ``pos``; ``limit`` is the end of readable data."""
     if limit - pos < 8:
         raise MessageFormatError(f"truncated record header at {pos}")
@@ -432,7 +441,7 @@ def _decode_fields(buf, pos: int, limit: int):
     return fields, body_start, body_length, topic_start, topic_length, p, properties_length
 
 
-def decode_message(buf, pos: int = 0) -> tuple[MessageExt, int]:
+def decode_message(buf: ReadBuffer, pos: int = 0) -> tuple[MessageExt, int]:
     """Decode the stored record at ``pos``; returns it and the position after it."""
     fields, body_start, body_length, topic_start, topic_length, prop_start, prop_length = (
         _decode_fields(buf, pos, len(buf))
@@ -457,7 +466,7 @@ def decode_message(buf, pos: int = 0) -> tuple[MessageExt, int]:
     return msg, pos + total_size
 
 
-def decode_messages(buf) -> list[MessageExt]:
+def decode_messages(buf: ReadBuffer) -> list[MessageExt]:
     """Split a pull/query response body into records, as a client does."""
     out = []
     pos = 0
@@ -468,7 +477,7 @@ def decode_messages(buf) -> list[MessageExt]:
     return out
 
 
-def check_record(buf, pos: int, limit: int, *, check_crc: bool = True,
+def check_record(buf: ReadBuffer, pos: int, limit: int, *, check_crc: bool = True,
                  expected_offset: int | None = None) -> RecordInfo | int | None:
     """Validate the record at ``pos`` the way recovery does (Java ``checkMessageAndReturnSize``).
 
@@ -519,29 +528,31 @@ def check_record(buf, pos: int, limit: int, *, check_crc: bool = True,
     )
 
 
-def record_properties_string(record) -> str:
+def record_properties_string(record: ReadBuffer) -> str:
     """The property string of one whole stored record (already length-checked by the caller's
     store), read without copying or decoding the body: what a tag or SQL92 filter needs."""
     _, _, _, _, _, prop_start, prop_length = _decode_fields(record, 0, len(record))
     return str(memoryview(record)[prop_start:prop_start + prop_length], "utf-8")
 
 
-def pickup_store_timestamp(buf, pos: int = 0) -> int:
+def pickup_store_timestamp(buf: ReadBuffer, pos: int = 0) -> int:
     """STORETIMESTAMP of the record at ``pos`` (the caller checked it is a whole record)."""
     (sys_flag,) = _INT32.unpack_from(buf, pos + SYSFLAG_POSITION)
+    ts: int
     (ts,) = _INT64.unpack_from(buf, pos + store_timestamp_position(sys_flag))
     return ts
 
 
 __all__ = [
     "BATCH_ENTRY_HEAD", "BATCH_ENTRY_OVERHEAD", "BLANK_MAGIC_CODE", "BLANK_RECORD", "BatchEntry", "BatchEntryFormat",
-    "BlankRecord", "END_FILE_MIN_BLANK_LENGTH", "MAGIC_CODE_V1", "MAGIC_CODE_V2", "MAX_BATCH_ENTRIES", "MAX_PROPERTIES_LENGTH", "MAX_TOPIC_LENGTH_V1", "MessageConst",
+    "BlankRecord", "END_FILE_MIN_BLANK_LENGTH", "MAGIC_CODE_V1", "MAGIC_CODE_V2", "MAX_BATCH_ENTRIES",
+    "MAX_PROPERTIES_LENGTH", "MAX_TOPIC_LENGTH_V1", "MessageConst",
     "MessageExt", "MessageFormatError", "MessageRecordV1", "MessageRecordV2", "MessageSysFlag",
     "NAME_VALUE_SEPARATOR", "PROPERTY_SEPARATOR", "PreparedRecord", "RecordInfo", "body_crc",
-    "bytes_to_host", "check_record", "record_properties_string", "create_offset_msg_id", "decode_batch", "decode_message",
+    "bytes_to_host", "check_record", "create_offset_msg_id", "decode_batch", "decode_message",
     "decode_messages", "decode_offset_msg_id", "encode_batch", "encode_message_record",
     "encode_message_record_bytes", "encode_topic_tail", "host_to_bytes", "java_string_hash",
-    "pickup_store_timestamp", "prepare_record", "properties_to_string", "property_value", "record_length",
+    "pickup_store_timestamp", "prepare_record", "record_properties_string", "properties_to_string", "property_value", "record_length",
     "store_timestamp_position", "string_to_properties", "tags_string_to_tags_code",
     "write_prepared_record",
 ]

@@ -171,6 +171,7 @@ _POW31 = tuple(pow(31, i, 1 << 32) for i in range(1024))
 
 def java_string_hash(s: str) -> int:
     """Java ``String.hashCode()`` over UTF-16 code units, as a signed int32."""
+    h: int
     if s.isascii() and len(s) <= len(_POW31):
         h = sum(map(operator.mul, s.encode()[::-1], _POW31)) & 0xFFFFFFFF
     else:

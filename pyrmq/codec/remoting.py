@@ -13,9 +13,9 @@ from __future__ import annotations
 import enum
 import json
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 import construct as cs
 
@@ -163,7 +163,7 @@ def _json_ext_value(value: object) -> str:
     raise ProtocolError(f"extFields value of type {type(value).__name__}")
 
 
-def _int_member(obj: dict, key: str, default: int | None = None) -> int:
+def _int_member(obj: dict[str, Any], key: str, default: int | None = None) -> int:
     value = obj.get(key, default)
     if type(value) is int:
         return value
@@ -320,6 +320,7 @@ def encode_command_buffers(cmd: RemotingCommand) -> list[bytes | bytearray | mem
     else:
         header = encode_json_header(cmd)
     body = cmd.body
+    body_buffers: list[bytes | bytearray | memoryview]
     if body is None:
         body_buffers = []
     elif isinstance(body, (bytes, bytearray, memoryview)):
@@ -333,8 +334,9 @@ def encode_command_buffers(cmd: RemotingCommand) -> list[bytes | bytearray | mem
 
 def encode_command(cmd: RemotingCommand) -> bytes:
     """The bytes of one frame carrying ``cmd`` in its own serialize type."""
-    buffers = encode_command_buffers(cmd)
-    return buffers[0] if len(buffers) == 1 else b"".join(buffers)
+    head, *body = encode_command_buffers(cmd)
+    assert isinstance(head, bytes)   # the length words and header are always built here
+    return b"".join((head, *body)) if body else head
 
 
 class _NeedData:
@@ -401,11 +403,11 @@ class FrameDecoder:
         self._pos = pos + 4 + length
         return cmd
 
-    def frames(self):
+    def frames(self) -> Iterator[RemotingCommand]:
         """Every complete frame buffered so far."""
         while True:
             cmd = self.next_frame()
-            if cmd is NEED_DATA:
+            if isinstance(cmd, _NeedData):
                 return
             yield cmd
 

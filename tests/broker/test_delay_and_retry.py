@@ -22,7 +22,7 @@ async def wait_for_messages(cluster, topic: str, queue_id: int, count: int = 1):
 
 
 @pytest.mark.parametrize("broker_overrides", [FAST_LEVELS])
-async def test_delayed_message_arrives_after_its_level(cluster):
+async def test_delayed_message_arrives_after_its_level(cluster, autojump_clock):
     resp = await send(cluster.client, cluster.broker_addr, "TopicD", b"later", tags="TagD",
                       extra={"DELAY": "1"}, queue_id=2)
     assert resp.code == 0
@@ -40,7 +40,7 @@ async def test_delayed_message_arrives_after_its_level(cluster):
 
 
 @pytest.mark.parametrize("broker_overrides", [FAST_LEVELS])
-async def test_send_back_retries_then_dead_letters(cluster):
+async def test_send_back_retries_then_dead_letters(cluster, autojump_clock):
     inv = cluster.client.invoke
     resp = await send(cluster.client, cluster.broker_addr, "TopicB2", b"failing", tags="T")
     _, [original] = await pull(cluster.client, cluster.broker_addr, "TopicB2", 0, 0)
@@ -66,7 +66,7 @@ async def test_send_back_retries_then_dead_letters(cluster):
 
 
 @pytest.mark.parametrize("broker_overrides", [FAST_LEVELS])
-async def test_schedule_progress_survives_restart(cluster):
+async def test_schedule_progress_survives_restart(cluster, autojump_clock):
     await send(cluster.client, cluster.broker_addr, "TopicDR", b"x", extra={"DELAY": "9"})   # clamped to 3
     service = cluster.broker.schedule_service
     with trio.fail_after(10):

@@ -136,7 +136,7 @@ async def test_auto_create_and_update_topic_reach_the_namesrv(cluster):
 
 async def test_queue_offset_queries(cluster):
     with trio.fail_after(10):
-        for i in range(3):
+        for _ in range(3):
             await send(cluster.client, cluster.broker_addr, "TopicQ", b"x")
             await trio.sleep(0.01)
         header = {"topic": "TopicQ", "queueId": "0"}

@@ -174,7 +174,7 @@ def test_flush_from_thread_during_appends(store):
     t = threading.Thread(target=flusher)
     t.start()
     try:
-        for i in range(300):
+        for _ in range(300):
             assert store.put_message(make_msg(body=bytes(50))).is_ok()
     finally:
         stop.set()

@@ -13,7 +13,7 @@ import pytest
 from pyrmq.codec.commit_log_walk import RecordWalker, WalkEnd
 from pyrmq.codec.message import BODY_CRC_POSITION, MessageSysFlag
 from pyrmq.store.message_store import DefaultMessageStore, PutMessageStatus
-from store_helpers import make_batch, make_msg, open_store, small_config
+from store_helpers import make_batch, make_msg, small_config
 
 
 class Recorder:
