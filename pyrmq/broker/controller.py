@@ -202,7 +202,7 @@ class BrokerController:
         await self._stopped.wait()
 
     async def _housekeeping(self) -> None:
-        last_scan = time.monotonic()
+        last_scan = trio.current_time()
         interval = self.config.flush_consumer_offset_interval / 1000
         while True:
             await trio.sleep(interval)
@@ -212,8 +212,8 @@ class BrokerController:
                 text = offsets.encode(pretty=True)
                 offsets.dirty = False
                 await trio.to_thread.run_sync(write_atomically, offsets.path, text)
-            if time.monotonic() - last_scan >= CLIENT_SCAN_INTERVAL_S:
-                last_scan = time.monotonic()
+            if trio.current_time() - last_scan >= CLIENT_SCAN_INTERVAL_S:
+                last_scan = trio.current_time()
                 for channel in set(self.consumer_manager.scan_not_active() + self.producer_manager.scan_not_active()):
                     log.info("closing idle client channel %s (no heartbeat for %d ms)",
                              channel.remote_addr, self.config.channel_expired_timeout)
