@@ -76,7 +76,7 @@ def register_admin_processors(table: ProcessorTable, ctl: BrokerController) -> N
         return request.response(ResponseCode.SUCCESS, ext_fields=header,
                                 body=b"".join(result.buffers))
 
-    def update_and_create_topic(channel: Channel, request: RemotingCommand) -> RemotingCommand:
+    def update_and_create_topic(channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
         if ctl.is_slave:
             return request.response(ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
         topic = required_str(request, "topic")
@@ -93,9 +93,9 @@ def register_admin_processors(table: ProcessorTable, ctl: BrokerController) -> N
                              required_str(request, "topicFilterType"),
                              optional_int(request, "topicSysFlag", 0) or 0, optional_bool(request, "order"))
         topics.update(config)
-        return request.response(ResponseCode.SUCCESS)
+        return ctl.config_persister.answer_when_written(channel, request, topics.path.name)
 
-    def delete_topic(channel: Channel, request: RemotingCommand) -> RemotingCommand:
+    def delete_topic(channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
         if ctl.is_slave:
             return request.response(ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
         topic = required_str(request, "topic")
@@ -104,7 +104,7 @@ def register_admin_processors(table: ProcessorTable, ctl: BrokerController) -> N
         topics.delete(topic)
         ctl.consumer_offset_manager.remove_topic(topic)
         store.delete_topics({topic})
-        return request.response(ResponseCode.SUCCESS)
+        return ctl.config_persister.answer_when_written(channel, request, topics.path.name)
 
     def topic_stats(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         topic = required_str(request, "topic")

@@ -164,9 +164,9 @@ def build_processors(ctl: NamesrvController) -> ProcessorTable:
             return request.response(ResponseCode.SUCCESS, ext_fields={key: str(count)})
         return process
 
-    def put_kv(channel: Channel, request: RemotingCommand) -> RemotingCommand:
+    def put_kv(channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
         kv.put(required_str(request, "namespace"), required_str(request, "key"), required_str(request, "value"))
-        return request.response(ResponseCode.SUCCESS)
+        return ctl.config_persister.answer_when_written(channel, request, kv.path.name)
 
     def get_kv(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         namespace = required_str(request, "namespace")
@@ -177,9 +177,9 @@ def build_processors(ctl: NamesrvController) -> ProcessorTable:
                                     f"No config item, Namespace: {namespace} Key: {key}")
         return request.response(ResponseCode.SUCCESS, ext_fields={"value": value})
 
-    def delete_kv(channel: Channel, request: RemotingCommand) -> RemotingCommand:
+    def delete_kv(channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
         kv.delete(required_str(request, "namespace"), required_str(request, "key"))
-        return request.response(ResponseCode.SUCCESS)
+        return ctl.config_persister.answer_when_written(channel, request, kv.path.name)
 
     def kv_list(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         namespace = required_str(request, "namespace")
