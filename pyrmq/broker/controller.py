@@ -11,6 +11,7 @@ from pathlib import Path
 import trio
 
 from pyrmq.broker.admin_processor import register_admin_processors
+from pyrmq.broker.allocate_service import AllocateService
 from pyrmq.broker.client_manager import ConsumerManager, ProducerManager
 from pyrmq.broker.client_processor import register_client_processors
 from pyrmq.broker.config import BrokerRole, LoadedConfig
@@ -68,6 +69,7 @@ class BrokerController:
         self.rebalance_lock_manager = RebalanceLockManager()
         self.store = DefaultMessageStore(self.store_config)
         self.flush_service = FlushService(self.store, self.store_config)
+        self.allocate_service = AllocateService(self.store)
         self.registration = NamesrvRegistration(self)
         self.schedule_service = ScheduleMessageService(self, parse_delay_levels(self.config.message_delay_level))
         # config JSON files are written from worker threads, many changes to one write
@@ -159,6 +161,7 @@ class BrokerController:
                         await nursery.start(self.fast_server.serve)
                     nursery.start_soon(self.flush_service.run)
                     nursery.start_soon(self.config_persister.run)
+                    nursery.start_soon(self.allocate_service.run)
                     nursery.start_soon(self.pull_processor.hold_service.run)
                     nursery.start_soon(self._housekeeping)
                     if not self.is_slave:   # a slave takes the master's progress, it does not deliver

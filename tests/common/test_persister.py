@@ -60,9 +60,15 @@ async def test_when_written_reports_after_the_write_and_failures(nursery, autoju
     await nursery.start(persister.run)
     write.fail = True
     persister.mark_dirty("/cfg/kvConfig.json", lambda: "{}")
-    persister.when_written(answers.append)
+    answered = trio.Event()
+
+    def on_answer(ok: bool) -> None:
+        answers.append(ok)
+        answered.set()
+
+    persister.when_written(on_answer)
     assert answers == [True]
-    await trio.sleep(0.1)
+    await answered.wait()
     assert answers == [True, False] and persister.failures == 1
     write.fail = False
     await persister.wait_written()             # retried until it succeeds
