@@ -114,7 +114,9 @@ class ConfigPersister:
         target = self._marked
         batch, self._pending = self._pending, {}
         texts = [(path, encode()) for path, encode in batch.items()]
-        failed = await trio.to_thread.run_sync(self._write_all, texts)
+        # shielded: a cancellation (graceful stop) must not drop the batch taken from _pending
+        with trio.CancelScope(shield=True):
+            failed = await trio.to_thread.run_sync(self._write_all, texts)
         self.writes += len(texts) - len(failed)
         for path in failed:
             self._pending.setdefault(path, batch[path])    # a newer mark wins

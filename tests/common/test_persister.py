@@ -125,3 +125,14 @@ def test_killed_writer_leaves_a_whole_file(tmp_path, kill_after):
     data = fastjson.loads(path.read_text())
     assert data["version"] >= last
     assert data["pad"] == ("x" * 200_000 if data["version"] else "")
+
+
+async def test_cancel_right_after_a_change_still_writes_it():
+    """The persister wakes for the change and is cancelled before its write starts."""
+    write = Recorder()
+    persister = ConfigPersister(write=write)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(persister.run)
+        persister.mark_dirty("/cfg/a.json", lambda: "1")
+        nursery.cancel_scope.cancel()
+    assert [t for _, t, _ in write.calls] == ["1"]
