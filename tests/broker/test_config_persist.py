@@ -57,3 +57,20 @@ async def test_burst_of_auto_created_topics_is_a_few_writes(nursery, tmp_path, m
     assert burst_writes < AUTO_CREATED_TOPICS / 10
     table = fastjson.loads((tmp_path / "store" / "config" / "topics.json").read_text())["topicConfigTable"]
     assert {f"Auto{i}" for i in range(AUTO_CREATED_TOPICS)} <= set(table)
+
+
+async def test_topic_changes_are_answered_once_on_disk(cluster):
+    """Apache answers UPDATE_AND_CREATE_TOPIC / DELETE_TOPIC_IN_BROKER after persisting; so do we,
+    even when the change waits out the persister's coalescing pause."""
+    path = cluster.broker.topic_config_manager.path
+    with trio.fail_after(10):
+        for name in ("Made1", "Made2", "Made3"):
+            resp = await cluster.client.invoke(cluster.broker_addr, make_request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+                "topic": name, "defaultTopic": "TBW102", "readQueueNums": "2", "writeQueueNums": "2", "perm": "6",
+                "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"}))
+            assert resp.code == 0, resp.remark
+            assert name in fastjson.loads(path.read_text())["topicConfigTable"]
+        resp = await cluster.client.invoke(cluster.broker_addr, make_request(
+            RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "Made2"}))
+        assert resp.code == 0, resp.remark
+        assert "Made2" not in fastjson.loads(path.read_text())["topicConfigTable"]
