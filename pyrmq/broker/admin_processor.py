@@ -17,6 +17,7 @@ from pyrmq.codec.codes import RequestCode, ResponseCode
 from pyrmq.codec.message import MessageConst, RecordInfo, check_record
 from pyrmq.codec.remoting import RemotingCommand
 from pyrmq.remoting.channel import Channel
+from pyrmq.remoting.deferred import Deferred
 from pyrmq.remoting.dispatch import ProcessorTable
 from pyrmq.remoting.headers import optional_bool, optional_int, required_int, required_str
 
@@ -77,7 +78,7 @@ def register_admin_processors(table: ProcessorTable, ctl: BrokerController) -> N
         return request.response(ResponseCode.SUCCESS, ext_fields=header,
                                 body=b"".join(result.buffers))
 
-    def update_and_create_topic(channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+    def update_and_create_topic(channel: Channel, request: RemotingCommand) -> RemotingCommand | Deferred:
         if ctl.is_slave:
             return request.response(ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
         topic = required_str(request, "topic")
@@ -94,9 +95,9 @@ def register_admin_processors(table: ProcessorTable, ctl: BrokerController) -> N
                              required_str(request, "topicFilterType"),
                              optional_int(request, "topicSysFlag", 0) or 0, optional_bool(request, "order"))
         topics.update(config)
-        return ctl.config_persister.answer_when_written(channel, request, topics.path.name)
+        return ctl.config_persister.answer_when_written(request, topics.path.name)
 
-    def delete_topic(channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+    def delete_topic(channel: Channel, request: RemotingCommand) -> RemotingCommand | Deferred:
         if ctl.is_slave:
             return request.response(ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
         topic = required_str(request, "topic")
@@ -105,7 +106,7 @@ def register_admin_processors(table: ProcessorTable, ctl: BrokerController) -> N
         topics.delete(topic)
         ctl.consumer_offset_manager.remove_topic(topic)
         store.delete_topics({topic})
-        return ctl.config_persister.answer_when_written(channel, request, topics.path.name)
+        return ctl.config_persister.answer_when_written(request, topics.path.name)
 
     def topic_stats(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         topic = required_str(request, "topic")

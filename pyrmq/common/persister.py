@@ -8,7 +8,8 @@ and hands the text to a worker thread for ``write_atomically``.  Changes arrivin
 is in flight, or within ``coalesce_s`` of the last one, share the next write.
 
 Durability: ``when_written(callback)`` and ``wait_written()`` report when everything marked so far
-is on disk (an UPDATE_AND_CREATE_TOPIC is answered then, as Apache answers after its persist);
+is on disk (an UPDATE_AND_CREATE_TOPIC is answered then -- ``answer_when_written`` -- as Apache
+answers after its persist);
 when the task is cancelled (graceful stop) it writes whatever is still pending.  A crash at any
 moment leaves each file with its old or its new content, never a torn one (``write_atomically``).
 """
@@ -45,7 +46,6 @@ class ConfigPersister:
         self._write = write
         self._pending: dict[Path, Encode] = {}
         self._wake = trio.Event()
-        self._cycle_done = trio.Event()
         # generations: every mark up to ``_written`` is on disk
         self._marked = 0
         self._written = 0
@@ -66,27 +66,28 @@ class ConfigPersister:
         else:
             self._waiters.append((self._marked, callback))
 
-    def answer_when_written(self, channel: Any, request: Any, what: str) -> None:
-        """Answer ``request`` once everything marked so far is on disk, as Apache answers a config
-        change after its persist; SYSTEM_ERROR naming ``what`` if the write failed.
+    async def wait_written(self) -> bool:
+        """Wait until everything marked until now is written; False if that write failed."""
+        results: list[bool] = []
+        done = trio.Event()
 
-        ``channel`` and ``request`` are a remoting Channel and RemotingCommand (duck-typed: this
-        layer does not import the network).
+        def on_written(ok: bool) -> None:
+            results.append(ok)
+            done.set()
+
+        self.when_written(on_written)
+        await done.wait()
+        return results[0]
+
+    async def answer_when_written(self, request: Any, what: str) -> Any:
+        """The answer to a config change once it is on disk, as Apache answers after its persist:
+        SUCCESS, or SYSTEM_ERROR naming ``what`` if the write failed.  A processor returns this
+        awaitable (a deferred answer); ``request`` is a RemotingCommand, duck-typed because this
+        layer does not import the network.
         """
-        def answer(ok: bool) -> None:
-            if ok:
-                channel.send_response(request.response(ResponseCode.SUCCESS))
-            else:
-                channel.send_response(request.response(ResponseCode.SYSTEM_ERROR,
-                                                       f"persisting {what} failed, see the server log"))
-        self.when_written(answer)
-
-    async def wait_written(self) -> None:
-        """Return once everything marked until now is on disk."""
-        target = self._marked
-        await trio.lowlevel.checkpoint()
-        while self._written < target:
-            await self._cycle_done.wait()
+        if await self.wait_written():
+            return request.response(ResponseCode.SUCCESS)
+        return request.response(ResponseCode.SYSTEM_ERROR, f"persisting {what} failed, see the server log")
 
     def statistics(self) -> dict[str, int]:
         return {"pending": len(self._pending), "writes": self.writes, "failures": self.failures}
@@ -127,8 +128,6 @@ class ConfigPersister:
         self._waiters = [(gen, cb) for gen, cb in self._waiters if gen > target]
         for callback in done:
             callback(not failed)
-        self._cycle_done.set()
-        self._cycle_done = trio.Event()
         return not failed
 
     def _write_all(self, texts: list[tuple[Path, str]]) -> list[Path]:

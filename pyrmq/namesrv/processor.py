@@ -14,6 +14,7 @@ from pyrmq.codec.codes import RequestCode, ResponseCode
 from pyrmq.codec.errors import ProtocolError
 from pyrmq.codec.remoting import RemotingCommand
 from pyrmq.remoting.channel import Channel
+from pyrmq.remoting.deferred import Deferred
 from pyrmq.remoting.dispatch import ProcessorTable, RequestError
 from pyrmq.remoting.headers import optional_bool, optional_int, required_int, required_str
 
@@ -165,9 +166,9 @@ def build_processors(ctl: NamesrvController) -> ProcessorTable:
             return request.response(ResponseCode.SUCCESS, ext_fields={key: str(count)})
         return process
 
-    def put_kv(channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+    def put_kv(channel: Channel, request: RemotingCommand) -> RemotingCommand | Deferred:
         kv.put(required_str(request, "namespace"), required_str(request, "key"), required_str(request, "value"))
-        return ctl.config_persister.answer_when_written(channel, request, kv.path.name)
+        return ctl.config_persister.answer_when_written(request, kv.path.name)
 
     def get_kv(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         namespace = required_str(request, "namespace")
@@ -178,9 +179,9 @@ def build_processors(ctl: NamesrvController) -> ProcessorTable:
                                     f"No config item, Namespace: {namespace} Key: {key}")
         return request.response(ResponseCode.SUCCESS, ext_fields={"value": value})
 
-    def delete_kv(channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+    def delete_kv(channel: Channel, request: RemotingCommand) -> RemotingCommand | Deferred:
         kv.delete(required_str(request, "namespace"), required_str(request, "key"))
-        return ctl.config_persister.answer_when_written(channel, request, kv.path.name)
+        return ctl.config_persister.answer_when_written(request, kv.path.name)
 
     def kv_list(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         namespace = required_str(request, "namespace")

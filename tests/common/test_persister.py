@@ -136,3 +136,19 @@ async def test_cancel_right_after_a_change_still_writes_it():
         persister.mark_dirty("/cfg/a.json", lambda: "1")
         nursery.cancel_scope.cancel()
     assert [t for _, t, _ in write.calls] == ["1"]
+
+
+async def test_answer_when_written_names_the_file_that_failed(nursery, autojump_clock):
+    class Request:
+        def response(self, code: int, remark: str | None = None) -> tuple[int, str | None]:
+            return code, remark
+
+    write = Recorder()
+    persister = ConfigPersister(write=write)
+    await nursery.start(persister.run)
+    persister.mark_dirty("/cfg/topics.json", lambda: "{}")
+    assert await persister.answer_when_written(Request(), "topics.json") == (0, None)
+    write.fail = True
+    persister.mark_dirty("/cfg/topics.json", lambda: "{}")
+    assert await persister.answer_when_written(Request(), "topics.json") == (
+        1, "persisting topics.json failed, see the server log")
