@@ -88,7 +88,8 @@ def register_consumer_admin_processors(table: ProcessorTable, ctl: BrokerControl
             else:
                 target = store.get_offset_in_queue_by_time(topic, queue_id, timestamp)
             target = max(0, target)
-            offset_table[MessageQueue(topic, broker_name, queue_id)] = target if is_force or target < consumer_offset else consumer_offset
+            offset_table[MessageQueue(topic, broker_name, queue_id)] = (
+                target if is_force or target < consumer_offset else consumer_offset)
         info = ctl.consumer_manager.groups.get(group)
         if info is None or not info.channels:
             # mqadmin falls back to rewriting the stored offsets when it gets this code.

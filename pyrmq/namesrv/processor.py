@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from pyrmq.codec import fastjson
 from pyrmq.codec.admin_bodies import KVTable
-from pyrmq.codec.namesrv_bodies import TopicList
 from pyrmq.codec.codes import RequestCode, ResponseCode
 from pyrmq.codec.errors import ProtocolError
+from pyrmq.codec.namesrv_bodies import TopicList
 from pyrmq.codec.remoting import RemotingCommand
 from pyrmq.remoting.channel import Channel
 from pyrmq.remoting.deferred import Deferred
