@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING
 from pyrmq.broker.config import as_properties
 from pyrmq.broker.topic_config import TopicConfig, is_system_topic, validate_topic
 from pyrmq.codec import fastjson
+from pyrmq.codec.admin_bodies import KVTable, MessageQueue, TopicOffset, TopicStatsTable
 from pyrmq.codec.codes import RequestCode, ResponseCode
 from pyrmq.codec.message import MessageConst, RecordInfo, check_record
 from pyrmq.codec.remoting import RemotingCommand
 from pyrmq.remoting.channel import Channel
+from pyrmq.remoting.deferred import Deferred
 from pyrmq.remoting.dispatch import ProcessorTable
 from pyrmq.remoting.headers import optional_bool, optional_int, required_int, required_str
 
@@ -76,7 +78,7 @@ def register_admin_processors(table: ProcessorTable, ctl: BrokerController) -> N
         return request.response(ResponseCode.SUCCESS, ext_fields=header,
                                 body=b"".join(result.buffers))
 
-    def update_and_create_topic(channel: Channel, request: RemotingCommand) -> RemotingCommand:
+    def update_and_create_topic(channel: Channel, request: RemotingCommand) -> RemotingCommand | Deferred:
         if ctl.is_slave:
             return request.response(ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
         topic = required_str(request, "topic")
@@ -93,9 +95,9 @@ def register_admin_processors(table: ProcessorTable, ctl: BrokerController) -> N
                              required_str(request, "topicFilterType"),
                              optional_int(request, "topicSysFlag", 0) or 0, optional_bool(request, "order"))
         topics.update(config)
-        return request.response(ResponseCode.SUCCESS)
+        return ctl.config_persister.answer_when_written(request, topics.path.name)
 
-    def delete_topic(channel: Channel, request: RemotingCommand) -> RemotingCommand:
+    def delete_topic(channel: Channel, request: RemotingCommand) -> RemotingCommand | Deferred:
         if ctl.is_slave:
             return request.response(ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
         topic = required_str(request, "topic")
@@ -104,7 +106,7 @@ def register_admin_processors(table: ProcessorTable, ctl: BrokerController) -> N
         topics.delete(topic)
         ctl.consumer_offset_manager.remove_topic(topic)
         store.delete_topics({topic})
-        return request.response(ResponseCode.SUCCESS)
+        return ctl.config_persister.answer_when_written(request, topics.path.name)
 
     def topic_stats(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         topic = required_str(request, "topic")
@@ -115,10 +117,9 @@ def register_admin_processors(table: ProcessorTable, ctl: BrokerController) -> N
         for queue_id in range(config.write_queue_nums):
             max_offset = store.get_max_offset_in_queue(topic, queue_id)
             last = store.get_message_store_timestamp(topic, queue_id, max_offset - 1) if max_offset > 0 else 0
-            key = fastjson.ObjectKey.of({"brokerName": ctl.config.broker_name, "queueId": queue_id, "topic": topic})
-            offset_table[key] = {"lastUpdateTimestamp": max(0, last), "maxOffset": max_offset,
-                                 "minOffset": store.get_min_offset_in_queue(topic, queue_id)}
-        return request.response(ResponseCode.SUCCESS, body=fastjson.dumps({"offsetTable": offset_table}).encode())
+            offset_table[MessageQueue(topic, ctl.config.broker_name, queue_id)] = TopicOffset(
+                store.get_min_offset_in_queue(topic, queue_id), max_offset, max(0, last))
+        return request.response(ResponseCode.SUCCESS, body=TopicStatsTable(offset_table).encode())
 
     def all_topic_config(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         return request.response(ResponseCode.SUCCESS, body=topics.encode().encode())
@@ -142,7 +143,7 @@ def register_admin_processors(table: ProcessorTable, ctl: BrokerController) -> N
                   "sendThreadPoolQueueSize": "0", "pullThreadPoolQueueSize": "0",
                   "sendThreadPoolQueueHeadWaitTimeMills": "0", "pullThreadPoolQueueHeadWaitTimeMills": "0",
                   "pageCacheLockTimeMills": "0", "earliestMessageTimeStamp": "0", "commitLogDiskRatio": "0.0"}
-        return request.response(ResponseCode.SUCCESS, body=fastjson.dumps({"table": table_}).encode())
+        return request.response(ResponseCode.SUCCESS, body=KVTable(table_).encode())
 
     table.register(RequestCode.GET_MAX_OFFSET, queue_offset_query(store.get_max_offset_in_queue, "offset"))
     table.register(RequestCode.GET_MIN_OFFSET, queue_offset_query(store.get_min_offset_in_queue, "offset"))

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyrmq.codec.admin_bodies import Subscription
 from pyrmq.codec.codes import RequestCode
 from pyrmq.codec.message import java_string_hash
 from pyrmq.codec.remoting import make_request
@@ -65,10 +66,12 @@ class SubscriptionData:
             sub.code_set = {java_string_hash(str(t)) for t in tags}
         return sub
 
+    def to_body(self) -> Subscription:
+        return Subscription(self.topic, self.sub_string, tuple(self.tags_set), tuple(sorted(self.code_set)),
+                            self.sub_version, self.expression_type, self.class_filter_mode)
+
     def to_json(self) -> dict[str, Any]:
-        return {"classFilterMode": self.class_filter_mode, "codeSet": sorted(self.code_set),
-                "expressionType": self.expression_type, "subString": self.sub_string,
-                "subVersion": self.sub_version, "tagsSet": list(self.tags_set), "topic": self.topic}
+        return self.to_body().to_json()
 
 
 @dataclass(slots=True)

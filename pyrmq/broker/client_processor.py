@@ -18,6 +18,7 @@ from pyrmq.broker.client_manager import (
 )
 from pyrmq.broker.topic_config import PERM_READ, PERM_WRITE, retry_topic
 from pyrmq.codec import fastjson
+from pyrmq.codec.admin_bodies import ConsumerIdList, LockBatchResult, MessageQueue
 from pyrmq.codec.codes import RequestCode, ResponseCode
 from pyrmq.codec.errors import ProtocolError
 from pyrmq.codec.remoting import RemotingCommand
@@ -93,7 +94,7 @@ def register_client_processors(table: ProcessorTable, *, config: BrokerConfig, c
         ids = info.client_ids() if info is not None else []
         if not ids:
             return request.response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}")
-        return request.response(ResponseCode.SUCCESS, body=fastjson.dumps({"consumerIdList": ids}).encode())
+        return request.response(ResponseCode.SUCCESS, body=ConsumerIdList(tuple(ids)).encode())
 
     def query_consumer_offset(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         group = required_str(request, "consumerGroup")
@@ -126,8 +127,8 @@ def register_client_processors(table: ProcessorTable, *, config: BrokerConfig, c
     def lock_batch(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         group, client_id, mqs, _ = _lock_body(request)
         locked = locks.try_lock_batch(group, mqs, client_id)
-        body = {"lockOKMQSet": [{"brokerName": b, "queueId": q, "topic": t} for t, b, q in locked]}
-        return request.response(ResponseCode.SUCCESS, body=fastjson.dumps(body).encode())
+        body = LockBatchResult(tuple(MessageQueue(t, b, q) for t, b, q in locked))
+        return request.response(ResponseCode.SUCCESS, body=body.encode())
 
     def unlock_batch(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         group, client_id, mqs, _ = _lock_body(request)

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from pyrmq.codec import fastjson
-from pyrmq.store.config_file import load_json_config, write_atomically
+from pyrmq.common.persister import PersistedConfig
+from pyrmq.store.config_file import load_json_config
 
 T = TypeVar("T")
 
@@ -32,13 +33,13 @@ class DataVersion:
             self.timestamp = int(obj.get("timestamp", self.timestamp))
 
 
-class VersionedConfigTable(Generic[T]):
+class VersionedConfigTable(PersistedConfig, Generic[T]):
     """Subclasses name the JSON member of the table and how an entry reads and writes itself."""
 
     table_member: str = ""
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
+        super().__init__(path)
         self.table: dict[str, T] = {}
         self.data_version = DataVersion()
 
@@ -61,15 +62,16 @@ class VersionedConfigTable(Generic[T]):
                self.table_member: {n: self.entry_to_json(e) for n, e in self.table.items()}}
         return fastjson.dumps_pretty(obj) if pretty else fastjson.dumps(obj)
 
-    def persist(self) -> None:
-        write_atomically(self.path, self.encode(pretty=True))
 
+class OffsetTableFile(PersistedConfig):
+    """``{"offsetTable": {...}}``; subclasses say how the table reads back (``parse_table``).
 
-class OffsetTableFile:
-    """``{"offsetTable": {...}}``; subclasses say how the table reads back (``parse_table``)."""
+    Offsets change with every commit, so they are written periodically when ``dirty``, not on
+    every change.
+    """
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
+        super().__init__(path)
         self.offset_table: dict = {}
         self.dirty = False
 
@@ -87,5 +89,11 @@ class OffsetTableFile:
         return fastjson.dumps_pretty(obj) if pretty else fastjson.dumps(obj)
 
     def persist(self) -> None:
-        write_atomically(self.path, self.encode(pretty=True))
         self.dirty = False
+        super().persist()
+
+    def persist_if_dirty(self) -> None:
+        """Schedule a write if anything changed since the last one."""
+        if self.dirty:
+            self.dirty = False
+            self.persist_later()

@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pyrmq.codec import fastjson
+from pyrmq.codec.admin_bodies import (
+    Connection,
+    ConsumeStats,
+    ConsumerConnection,
+    MessageQueue,
+    OffsetWrapper,
+    ResetOffsetBody,
+)
 from pyrmq.codec.codes import RequestCode, ResponseCode
 from pyrmq.codec.remoting import RemotingCommand, make_request
 from pyrmq.remoting.channel import Channel
@@ -28,9 +35,6 @@ def register_consumer_admin_processors(table: ProcessorTable, ctl: BrokerControl
     offsets = ctl.consumer_offset_manager
     broker_name = ctl.config.broker_name
 
-    def mq_key(topic: str, queue_id: int) -> fastjson.ObjectKey:
-        return fastjson.ObjectKey.of({"brokerName": broker_name, "queueId": queue_id, "topic": topic})
-
     def consume_stats(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         group = required_str(request, "consumerGroup")
         topic = optional_str(request, "topic")
@@ -50,22 +54,20 @@ def register_consumer_admin_processors(table: ProcessorTable, ctl: BrokerControl
                 last = 0
                 if consumer_offset > 0:
                     last = max(0, store.get_message_store_timestamp(name, queue_id, consumer_offset - 1))
-                offset_table[mq_key(name, queue_id)] = {"brokerOffset": broker_offset,
-                                                        "consumerOffset": consumer_offset, "lastTimestamp": last}
-        return request.response(ResponseCode.SUCCESS,
-                                body=fastjson.dumps({"consumeTps": 0.0, "offsetTable": offset_table}).encode())
+                offset_table[MessageQueue(name, broker_name, queue_id)] = OffsetWrapper(
+                    broker_offset, consumer_offset, last)
+        return request.response(ResponseCode.SUCCESS, body=ConsumeStats(offset_table).encode())
 
     def connection_list(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         group = required_str(request, "consumerGroup")
         info = ctl.consumer_manager.groups.get(group)
         if info is None or not info.channels:
             return request.response(ResponseCode.CONSUMER_NOT_ONLINE, "the consumer group not online")
-        body = {"connectionSet": [{"clientAddr": ch.remote_addr, "clientId": c.client_id, "language": c.language,
-                                   "version": c.version} for ch, c in info.channels.items()],
-                "consumeFromWhere": info.consume_from_where, "consumeType": info.consume_type,
-                "messageModel": info.message_model,
-                "subscriptionTable": {t: s.to_json() for t, s in info.subscriptions.items()}}
-        return request.response(ResponseCode.SUCCESS, body=fastjson.dumps(body).encode())
+        body = ConsumerConnection(
+            tuple(Connection(c.client_id, ch.remote_addr, c.language, c.version) for ch, c in info.channels.items()),
+            {t: s.to_body() for t, s in info.subscriptions.items()},
+            info.consume_type, info.message_model, info.consume_from_where)
+        return request.response(ResponseCode.SUCCESS, body=body.encode())
 
     def reset_offset(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         topic = required_str(request, "topic")
@@ -86,14 +88,15 @@ def register_consumer_admin_processors(table: ProcessorTable, ctl: BrokerControl
             else:
                 target = store.get_offset_in_queue_by_time(topic, queue_id, timestamp)
             target = max(0, target)
-            offset_table[mq_key(topic, queue_id)] = target if is_force or target < consumer_offset else consumer_offset
+            offset_table[MessageQueue(topic, broker_name, queue_id)] = (
+                target if is_force or target < consumer_offset else consumer_offset)
         info = ctl.consumer_manager.groups.get(group)
         if info is None or not info.channels:
             # mqadmin falls back to rewriting the stored offsets when it gets this code.
             return request.response(ResponseCode.CONSUMER_NOT_ONLINE,
                                     f"Consumer not online, so can not reset offset, Group: {group} "
                                     f"Topic: {topic} Timestamp: {timestamp}")
-        body = fastjson.dumps({"offsetTable": offset_table}).encode()
+        body = ResetOffsetBody(offset_table).encode()
         header = {"topic": topic, "group": group, "timestamp": str(timestamp)}
         for client_channel, client in info.channels.items():
             if client.version < MIN_RESET_CLIENT_VERSION:

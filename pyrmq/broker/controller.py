@@ -11,6 +11,7 @@ from pathlib import Path
 import trio
 
 from pyrmq.broker.admin_processor import register_admin_processors
+from pyrmq.broker.allocate_service import AllocateService
 from pyrmq.broker.client_manager import ConsumerManager, ProducerManager
 from pyrmq.broker.client_processor import register_client_processors
 from pyrmq.broker.config import BrokerRole, LoadedConfig
@@ -24,11 +25,11 @@ from pyrmq.broker.schedule_service import ScheduleMessageService, parse_delay_le
 from pyrmq.broker.send_processor import SendMessageProcessor
 from pyrmq.broker.topic_config import TopicConfigManager
 from pyrmq.codec.codes import RequestCode
+from pyrmq.common.persister import ConfigPersister
 from pyrmq.remoting.channel import Channel
 from pyrmq.remoting.client import RemotingClient
 from pyrmq.remoting.dispatch import ProcessorTable
 from pyrmq.remoting.server import RemotingServer
-from pyrmq.store.config_file import write_atomically
 from pyrmq.store.message_store import DefaultMessageStore
 
 log = logging.getLogger(__name__)
@@ -68,8 +69,14 @@ class BrokerController:
         self.rebalance_lock_manager = RebalanceLockManager()
         self.store = DefaultMessageStore(self.store_config)
         self.flush_service = FlushService(self.store, self.store_config)
+        self.allocate_service = AllocateService(self.store)
         self.registration = NamesrvRegistration(self)
         self.schedule_service = ScheduleMessageService(self, parse_delay_levels(self.config.message_delay_level))
+        # config JSON files are written from worker threads, many changes to one write
+        self.config_persister = ConfigPersister()
+        for config_file in (self.topic_config_manager, self.subscription_group_manager,
+                            self.consumer_offset_manager, self.schedule_service.offsets):
+            config_file.persister = self.config_persister
         self.send_processor = SendMessageProcessor(
             config=self.config, store=self.store, topics=self.topic_config_manager,
             groups=self.subscription_group_manager, flush_service=self.flush_service, stats=self.stats,
@@ -153,6 +160,8 @@ class BrokerController:
                     if self.fast_server is not None:
                         await nursery.start(self.fast_server.serve)
                     nursery.start_soon(self.flush_service.run)
+                    nursery.start_soon(self.config_persister.run)
+                    nursery.start_soon(self.allocate_service.run)
                     nursery.start_soon(self.pull_processor.hold_service.run)
                     nursery.start_soon(self._housekeeping)
                     if not self.is_slave:   # a slave takes the master's progress, it does not deliver
@@ -206,12 +215,7 @@ class BrokerController:
         interval = self.config.flush_consumer_offset_interval / 1000
         while True:
             await trio.sleep(interval)
-            offsets = self.consumer_offset_manager
-            if offsets.dirty:
-                # Encoded here, on the loop that mutates the table; written from a thread.
-                text = offsets.encode(pretty=True)
-                offsets.dirty = False
-                await trio.to_thread.run_sync(write_atomically, offsets.path, text)
+            self.consumer_offset_manager.persist_if_dirty()
             if trio.current_time() - last_scan >= CLIENT_SCAN_INTERVAL_S:
                 last_scan = trio.current_time()
                 for channel in set(self.consumer_manager.scan_not_active() + self.producer_manager.scan_not_active()):

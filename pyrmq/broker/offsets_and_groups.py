@@ -115,7 +115,7 @@ class SubscriptionGroupManager(VersionedConfigTable[SubscriptionGroupConfig]):
     def update(self, config: SubscriptionGroupConfig) -> None:
         self.table[config.group_name] = config
         self.data_version.next_version()
-        self.persist()
+        self.persist_later()
 
     def find(self, group: str) -> SubscriptionGroupConfig | None:
         """The group's config, created with defaults when auto-creation is on."""

@@ -15,7 +15,6 @@ import trio
 
 from pyrmq.broker.config_table import OffsetTableFile
 from pyrmq.codec.message import MessageConst, tags_string_to_tags_code
-from pyrmq.store.config_file import write_atomically
 from pyrmq.store.message_store import MessageExtBrokerInner, PutMessageStatus
 
 if TYPE_CHECKING:
@@ -110,9 +109,7 @@ class ScheduleMessageService:
             self.deliver_due(int(time.time() * 1000), trio.current_time())
             if self.offsets.dirty and trio.current_time() - last_persist >= PERSIST_INTERVAL_S:
                 last_persist = trio.current_time()
-                text = self.offsets.encode(pretty=True)
-                self.offsets.dirty = False
-                await trio.to_thread.run_sync(write_atomically, self.offsets.path, text)
+                self.offsets.persist_if_dirty()
 
     def deliver_due(self, now_ms: int, now: float) -> int:
         """Re-put every parked message whose time has come; returns how many were delivered.

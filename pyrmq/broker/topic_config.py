@@ -139,7 +139,7 @@ class TopicConfigManager(VersionedConfigTable[TopicConfig]):
 
     def _changed(self) -> None:
         self.data_version.next_version()
-        self.persist()
+        self.persist_later()
         if self.on_change is not None:
             self.on_change()
 

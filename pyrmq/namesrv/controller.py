@@ -9,6 +9,7 @@ from pathlib import Path
 
 import trio
 
+from pyrmq.common.persister import ConfigPersister
 from pyrmq.namesrv.kv_config import KVConfigManager
 from pyrmq.namesrv.processor import build_processors
 from pyrmq.namesrv.route_info import RouteInfoManager
@@ -45,6 +46,8 @@ class NamesrvController:
         self.config = config
         self.route_info = RouteInfoManager()
         self.kv_config = KVConfigManager(config.kv_config_path)
+        self.config_persister = ConfigPersister()
+        self.kv_config.persister = self.config_persister
         self.server = RemotingServer(build_processors(self), config.bind_address, config.listen_port,
                                      name="namesrv", on_channel=self._on_channel,
                                      idle_timeout=config.server_channel_max_idle_time_seconds,
@@ -60,6 +63,8 @@ class NamesrvController:
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         self.kv_config.load()
         async with trio.open_nursery() as nursery:
+            # when cancelled it still writes what is pending (graceful stop)
+            await nursery.start(self.config_persister.run)
             await nursery.start(self.server.serve)
             nursery.start_soon(self._scan_loop)
             log.info("NameServer ready on port %d", self.port)

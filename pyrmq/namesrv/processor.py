@@ -8,10 +8,13 @@ import zlib
 from typing import TYPE_CHECKING, Any
 
 from pyrmq.codec import fastjson
+from pyrmq.codec.admin_bodies import KVTable
 from pyrmq.codec.codes import RequestCode, ResponseCode
 from pyrmq.codec.errors import ProtocolError
+from pyrmq.codec.namesrv_bodies import TopicList
 from pyrmq.codec.remoting import RemotingCommand
 from pyrmq.remoting.channel import Channel
+from pyrmq.remoting.deferred import Deferred
 from pyrmq.remoting.dispatch import ProcessorTable, RequestError
 from pyrmq.remoting.headers import optional_bool, optional_int, required_int, required_str
 
@@ -108,7 +111,7 @@ def build_processors(ctl: NamesrvController) -> ProcessorTable:
         if result.master_addr:
             ext["masterAddr"] = result.master_addr
         order_conf = kv.namespace(ORDER_TOPIC_CONFIG_NAMESPACE)
-        resp_body = fastjson.dumps({"table": order_conf}).encode() if order_conf else None
+        resp_body = KVTable(order_conf).encode() if order_conf else None
         return request.response(ResponseCode.SUCCESS, ext_fields=ext, body=resp_body)
 
     def unregister_broker(channel: Channel, request: RemotingCommand) -> RemotingCommand:
@@ -141,18 +144,17 @@ def build_processors(ctl: NamesrvController) -> ProcessorTable:
         return request.response(ResponseCode.SUCCESS, body=fastjson.dumps(route).encode())
 
     def cluster_info(channel: Channel, request: RemotingCommand) -> RemotingCommand:
-        return request.response(ResponseCode.SUCCESS, body=fastjson.dumps(routes.cluster_info()).encode())
+        return request.response(ResponseCode.SUCCESS, body=routes.cluster_info().encode())
 
     def topic_list(channel: Channel, request: RemotingCommand) -> RemotingCommand:
-        return request.response(ResponseCode.SUCCESS,
-                                body=fastjson.dumps({"topicList": routes.all_topics()}).encode())
+        return request.response(ResponseCode.SUCCESS, body=TopicList(tuple(routes.all_topics())).encode())
 
     def topics_by_cluster(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         topics = routes.topics_by_cluster(required_str(request, "cluster"))
-        return request.response(ResponseCode.SUCCESS, body=fastjson.dumps({"topicList": topics}).encode())
+        return request.response(ResponseCode.SUCCESS, body=TopicList(tuple(topics)).encode())
 
     def system_topics(channel: Channel, request: RemotingCommand) -> RemotingCommand:
-        return request.response(ResponseCode.SUCCESS, body=fastjson.dumps(routes.system_topic_list()).encode())
+        return request.response(ResponseCode.SUCCESS, body=routes.system_topic_list().encode())
 
     def delete_topic(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         routes.delete_topic(required_str(request, "topic"))
@@ -164,9 +166,9 @@ def build_processors(ctl: NamesrvController) -> ProcessorTable:
             return request.response(ResponseCode.SUCCESS, ext_fields={key: str(count)})
         return process
 
-    def put_kv(channel: Channel, request: RemotingCommand) -> RemotingCommand:
+    def put_kv(channel: Channel, request: RemotingCommand) -> RemotingCommand | Deferred:
         kv.put(required_str(request, "namespace"), required_str(request, "key"), required_str(request, "value"))
-        return request.response(ResponseCode.SUCCESS)
+        return ctl.config_persister.answer_when_written(request, kv.path.name)
 
     def get_kv(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         namespace = required_str(request, "namespace")
@@ -177,16 +179,16 @@ def build_processors(ctl: NamesrvController) -> ProcessorTable:
                                     f"No config item, Namespace: {namespace} Key: {key}")
         return request.response(ResponseCode.SUCCESS, ext_fields={"value": value})
 
-    def delete_kv(channel: Channel, request: RemotingCommand) -> RemotingCommand:
+    def delete_kv(channel: Channel, request: RemotingCommand) -> RemotingCommand | Deferred:
         kv.delete(required_str(request, "namespace"), required_str(request, "key"))
-        return request.response(ResponseCode.SUCCESS)
+        return ctl.config_persister.answer_when_written(request, kv.path.name)
 
     def kv_list(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         namespace = required_str(request, "namespace")
         table_ = kv.namespace(namespace)
         if table_ is None:
             return request.response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace}")
-        return request.response(ResponseCode.SUCCESS, body=fastjson.dumps({"table": table_}).encode())
+        return request.response(ResponseCode.SUCCESS, body=KVTable(table_).encode())
 
     def get_config(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         text = "".join(f"{k}={v}\n" for k, v in sorted(ctl.config.as_properties().items()))

@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyrmq.codec import namesrv_bodies
+
 log = logging.getLogger(__name__)
 
 MASTER_ID = 0
@@ -42,10 +44,14 @@ class BrokerData:
     broker_name: str
     broker_addrs: dict[int, str] = field(default_factory=dict)
 
+    def to_body(self) -> namesrv_bodies.BrokerData:
+        return namesrv_bodies.BrokerData(self.cluster, self.broker_name, dict(self.broker_addrs))
+
     def to_json(self, standard: bool = False) -> dict[str, Any]:
-        addrs: dict = ({str(k): v for k, v in self.broker_addrs.items()} if standard
-                       else dict(self.broker_addrs))
-        return {"brokerAddrs": addrs, "brokerName": self.broker_name, "cluster": self.cluster}
+        obj = self.to_body().to_json()
+        if standard:   # standard JSON quotes the broker ids
+            obj["brokerAddrs"] = {str(k): v for k, v in self.broker_addrs.items()}
+        return obj
 
 
 @dataclass(slots=True)
@@ -232,9 +238,10 @@ class RouteInfoManager:
         return {"brokerDatas": broker_datas, "filterServerTable": filter_server_table,
                 "queueDatas": [q.to_json() for q in queues.values()]}
 
-    def cluster_info(self) -> dict[str, Any]:
-        return {"brokerAddrTable": {n: b.to_json() for n, b in self.broker_addr_table.items()},
-                "clusterAddrTable": {c: sorted(names) for c, names in self.cluster_addr_table.items()}}
+    def cluster_info(self) -> namesrv_bodies.ClusterInfo:
+        return namesrv_bodies.ClusterInfo(
+            {n: b.to_body() for n, b in self.broker_addr_table.items()},
+            {c: tuple(sorted(names)) for c, names in self.cluster_addr_table.items()})
 
     def all_topics(self) -> list[str]:
         return list(self.topic_queue_table)
@@ -243,7 +250,7 @@ class RouteInfoManager:
         names = self.cluster_addr_table.get(cluster, set())
         return [t for t, queues in self.topic_queue_table.items() if names & queues.keys()]
 
-    def system_topic_list(self) -> dict[str, Any]:
+    def system_topic_list(self) -> namesrv_bodies.TopicList:
         topics: list[str] = []
         broker_addr = None
         for cluster, names in self.cluster_addr_table.items():
@@ -253,10 +260,7 @@ class RouteInfoManager:
             if broker_data.broker_addrs:
                 broker_addr = next(iter(broker_data.broker_addrs.values()))
                 break
-        result: dict[str, Any] = {"topicList": topics}
-        if broker_addr:
-            result["brokerAddr"] = broker_addr
-        return result
+        return namesrv_bodies.TopicList(tuple(topics), broker_addr or None)
 
     def change_write_perm(self, broker_name: str, wipe: bool) -> int:
         count = 0

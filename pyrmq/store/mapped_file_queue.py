@@ -4,6 +4,15 @@ Threading: everything runs on the caller's (event-loop) thread except :meth:`flu
 the broker runs from a worker thread. Writers publish how far the data is complete with
 :meth:`commit`; ``flush`` captures that position and the file list under ``_lock``, syncs
 outside the lock, then publishes ``flushed_where``. ``close`` waits for a running flush.
+
+Creating and mapping a file (open, ftruncate, mmap of up to 1 GiB) is a blocking call too, so,
+as Apache's AllocateMappedFileService, :meth:`prepare_next_file` (run from a worker thread)
+creates the file after the last one ahead of need; :meth:`get_last_mapped_file` takes it when
+the current file is full.  The prepared file is on disk but not in ``mapped_files`` (offsets and
+flushes never see it); ``_prepare_lock`` keeps the worker and an inline creation from making the
+same file twice.  ``close`` deletes it; a store left with such an empty next file by a crash
+recovers as Apache's does: recovery finds no record in it and keeps it empty (after a full
+file) or deletes it.
 """
 
 from __future__ import annotations
@@ -11,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from typing import Callable
 
 from pyrmq.store.mapped_file import FILE_NAME_DIGITS, OS_PAGE_SIZE, MappedFile, offset_to_file_name
 from pyrmq.store.model import StoreError
@@ -27,6 +37,12 @@ class MappedFileQueue:
         self.mapped_files: list[MappedFile] = []
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
+        self._prepare_lock = threading.Lock()
+        self._prepared: MappedFile | None = None   # the next file, created ahead of need
+        self.files_created_inline = 0   # files the writer had to create itself (statistics)
+        # called (on the writer's thread) when a new file became the last one: the broker's
+        # allocator then prepares the file after it
+        self.on_new_file: Callable[[], None] | None = None
         self._committed_where = 0
         self._committed_store_timestamp = 0
         self._flushed_where = 0
@@ -80,16 +96,64 @@ class MappedFileQueue:
             create_offset = start_offset - start_offset % self.mapped_file_size
         else:
             create_offset = last.file_from_offset + self.mapped_file_size
-        return self._create(create_offset, first_in_queue=last is None)
-
-    def _create(self, offset: int, first_in_queue: bool) -> MappedFile:
-        os.makedirs(self.store_path, exist_ok=True)
-        mf = MappedFile(os.path.join(self.store_path, offset_to_file_name(offset)),
-                        self.mapped_file_size, create=True)
-        mf.first_create_in_queue = first_in_queue
+        with self._prepare_lock:   # waits only if a worker is creating a file right now
+            mf = self._take_prepared(create_offset)
+            if mf is None:
+                if last is not None:
+                    log.debug("%s: creating file %d inline (none prepared)", self.store_path, create_offset)
+                self.files_created_inline += 1
+                mf = self._new_file(create_offset)
+                mf.first_create_in_queue = last is None
         with self._lock:
             self.mapped_files = self.mapped_files + [mf]
+        if self.on_new_file is not None:
+            self.on_new_file()
         return mf
+
+    def _new_file(self, offset: int) -> MappedFile:
+        os.makedirs(self.store_path, exist_ok=True)
+        return MappedFile(os.path.join(self.store_path, offset_to_file_name(offset)),
+                          self.mapped_file_size, create=True)
+
+    def _take_prepared(self, offset: int) -> MappedFile | None:
+        """The prepared file if it starts at ``offset``; a stale one is deleted (holding _prepare_lock)."""
+        prepared, self._prepared = self._prepared, None
+        if prepared is not None and prepared.file_from_offset != offset:
+            log.info("%s: dropping prepared file %s (next file is %d)", self.store_path, prepared.file_name, offset)
+            prepared.destroy()
+            prepared = None
+        return prepared
+
+    def next_file_prepared(self) -> bool:
+        """True when the file after the last one exists already (or there is no last file)."""
+        last = self.last_mapped_file()
+        prepared = self._prepared
+        return last is None or (prepared is not None
+                                and prepared.file_from_offset == last.file_from_offset + self.mapped_file_size)
+
+    def prepare_next_file(self) -> bool:
+        """Create and map the file after the last one, ahead of need; True if one was created.
+
+        Blocking (file creation and mmap): call it from a worker thread.
+        """
+        with self._prepare_lock:
+            last = self.last_mapped_file()
+            if last is None:
+                return False
+            offset = last.file_from_offset + self.mapped_file_size
+            if self._prepared is not None and self._prepared.file_from_offset == offset:
+                return False
+            self._take_prepared(offset)
+            self._prepared = self._new_file(offset)
+            return True
+
+    def _drop_prepared(self) -> None:
+        """Delete the prepared file; called after the file list changed, so a worker preparing
+        meanwhile (holding _prepare_lock) has its file dropped here, and a later one sees the new list."""
+        with self._prepare_lock:
+            prepared, self._prepared = self._prepared, None
+        if prepared is not None:
+            prepared.destroy()
 
     def find_mapped_file_by_offset(self, offset: int) -> MappedFile | None:
         files = self.mapped_files
@@ -174,6 +238,7 @@ class MappedFileQueue:
         with self._flush_lock:
             self._truncate_dirty_files(offset, clean_run)
         self.set_positions(offset)
+        self._drop_prepared()
 
     def _truncate_dirty_files(self, offset: int, clean_run: int) -> None:
         keep = []
@@ -198,8 +263,12 @@ class MappedFileQueue:
             with self._flush_lock, self._lock:
                 self.mapped_files = self.mapped_files[:-1]
             last.destroy()
+        self._drop_prepared()
 
     def close(self) -> None:
+        # as Apache's AllocateMappedFileService.shutdown: a cleanly closed store has no empty
+        # prepared file (after a crash one may be left; recovery handles it)
+        self._drop_prepared()
         with self._flush_lock:
             for mf in self.mapped_files:
                 mf.close()
@@ -211,6 +280,7 @@ class MappedFileQueue:
             with self._lock:
                 self.mapped_files = []
             self._committed_where = self._flushed_where = 0
+        self._drop_prepared()
         try:
             os.rmdir(self.store_path)
         except OSError:

@@ -1,0 +1,264 @@
+"""Typed bodies of the broker's admin and consumer-admin answers, shared by the server (which
+encodes them) and clients (which decode them): Apache's ``remoting/protocol/body`` classes with
+their exact field names and fastjson shapes.
+
+``Map<MessageQueue, ...>`` members are written the fastjson way, with the queue as a JSON object
+key (``{{"brokerName":"b","queueId":0,"topic":"T"}:{...}}``); members come out sorted, as fastjson
+writes bean properties.  ``decode`` raises :class:`ProtocolError` for bytes of the wrong shape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, TypeVar
+
+from pyrmq.codec import fastjson
+from pyrmq.codec.errors import ProtocolError
+
+B = TypeVar("B", bound="Body")
+V = TypeVar("V")
+
+
+class Body:
+    """``encode()`` / ``decode(bytes)`` over the model's ``to_json()`` / ``from_json(obj)``."""
+
+    __slots__ = ()
+
+    def to_json(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @classmethod
+    def from_json(cls: type[B], obj: Mapping[str, Any]) -> B:
+        raise NotImplementedError
+
+    def encode(self) -> bytes:
+        return fastjson.dumps(self.to_json()).encode()
+
+    @classmethod
+    def decode(cls: type[B], data: bytes | bytearray | memoryview | str) -> B:
+        obj = fastjson.loads(data)
+        if not isinstance(obj, dict):
+            raise ProtocolError(f"{cls.__name__} body is not a JSON object")
+        try:
+            return cls.from_json(obj)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ProtocolError(f"malformed {cls.__name__} body: {exc!r}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class MessageQueue:
+    topic: str
+    broker_name: str
+    queue_id: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"brokerName": self.broker_name, "queueId": self.queue_id, "topic": self.topic}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> MessageQueue:
+        return cls(str(obj["topic"]), str(obj["brokerName"]), int(obj["queueId"]))
+
+    def key(self) -> fastjson.ObjectKey:
+        """The queue as a fastjson map key."""
+        return fastjson.ObjectKey.of(self.to_json())
+
+    @classmethod
+    def from_key(cls, key: Any) -> MessageQueue:
+        """Back from a map key: an object key, or a JSON string of one (standard-JSON writers)."""
+        if isinstance(key, fastjson.ObjectKey):
+            return cls.from_json(key.as_dict())
+        if isinstance(key, str):
+            return cls.from_json(fastjson.loads(key))
+        raise TypeError(f"a message queue key cannot be a {type(key).__name__}")
+
+
+def _queue_table_to_json(table: Mapping[MessageQueue, Any]) -> dict[fastjson.ObjectKey, Any]:
+    return {mq.key(): value.to_json() if hasattr(value, "to_json") else value for mq, value in table.items()}
+
+
+def _offset_table_from_json(obj: Mapping[str, Any], parse: Callable[[Any], V]) -> dict[MessageQueue, V]:
+    """The ``offsetTable`` member, a ``Map<MessageQueue, V>``."""
+    return {MessageQueue.from_key(k): parse(v) for k, v in (obj.get("offsetTable") or {}).items()}
+
+
+@dataclass(frozen=True, slots=True)
+class TopicOffset:
+    min_offset: int
+    max_offset: int
+    last_update_timestamp: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"lastUpdateTimestamp": self.last_update_timestamp, "maxOffset": self.max_offset,
+                "minOffset": self.min_offset}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> TopicOffset:
+        return cls(int(obj["minOffset"]), int(obj["maxOffset"]), int(obj.get("lastUpdateTimestamp", 0)))
+
+
+@dataclass(frozen=True, slots=True)
+class TopicStatsTable(Body):
+    """GET_TOPIC_STATS_INFO (202)."""
+
+    offset_table: dict[MessageQueue, TopicOffset] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"offsetTable": _queue_table_to_json(self.offset_table)}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> TopicStatsTable:
+        return cls(_offset_table_from_json(obj, TopicOffset.from_json))
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetWrapper:
+    broker_offset: int
+    consumer_offset: int
+    last_timestamp: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"brokerOffset": self.broker_offset, "consumerOffset": self.consumer_offset,
+                "lastTimestamp": self.last_timestamp}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> OffsetWrapper:
+        return cls(int(obj["brokerOffset"]), int(obj["consumerOffset"]), int(obj.get("lastTimestamp", 0)))
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumeStats(Body):
+    """GET_CONSUME_STATS (208)."""
+
+    offset_table: dict[MessageQueue, OffsetWrapper] = field(default_factory=dict)
+    consume_tps: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"consumeTps": float(self.consume_tps), "offsetTable": _queue_table_to_json(self.offset_table)}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> ConsumeStats:
+        return cls(_offset_table_from_json(obj, OffsetWrapper.from_json), float(obj.get("consumeTps", 0.0)))
+
+
+@dataclass(frozen=True, slots=True)
+class ResetOffsetBody(Body):
+    """INVOKE_BROKER_TO_RESET_OFFSET (222) answer and RESET_CONSUMER_CLIENT_OFFSET (220) body."""
+
+    offset_table: dict[MessageQueue, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"offsetTable": _queue_table_to_json(self.offset_table)}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> ResetOffsetBody:
+        return cls(_offset_table_from_json(obj, int))
+
+
+@dataclass(frozen=True, slots=True)
+class Connection:
+    client_id: str
+    client_addr: str
+    language: str
+    version: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"clientAddr": self.client_addr, "clientId": self.client_id, "language": self.language,
+                "version": self.version}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> Connection:
+        return cls(str(obj["clientId"]), str(obj["clientAddr"]), str(obj.get("language", "JAVA")),
+                   int(obj.get("version", 0)))
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    """SubscriptionData as clients send it in heartbeats and admin answers repeat it."""
+
+    topic: str
+    sub_string: str = "*"
+    tags_set: tuple[str, ...] = ()
+    code_set: tuple[int, ...] = ()     # sorted
+    sub_version: int = 0
+    expression_type: str = "TAG"
+    class_filter_mode: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"classFilterMode": self.class_filter_mode, "codeSet": list(self.code_set),
+                "expressionType": self.expression_type, "subString": self.sub_string,
+                "subVersion": self.sub_version, "tagsSet": list(self.tags_set), "topic": self.topic}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> Subscription:
+        return cls(str(obj["topic"]), str(obj.get("subString", "*")),
+                   tuple(str(t) for t in obj.get("tagsSet") or ()),
+                   tuple(sorted(int(c) for c in obj.get("codeSet") or ())),
+                   int(obj.get("subVersion", 0)), str(obj.get("expressionType", "TAG")),
+                   bool(obj.get("classFilterMode", False)))
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerConnection(Body):
+    """GET_CONSUMER_CONNECTION_LIST (203)."""
+
+    connection_set: tuple[Connection, ...] = ()
+    subscription_table: dict[str, Subscription] = field(default_factory=dict)
+    consume_type: str = "CONSUME_PASSIVELY"
+    message_model: str = "CLUSTERING"
+    consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"connectionSet": [c.to_json() for c in self.connection_set],
+                "consumeFromWhere": self.consume_from_where, "consumeType": self.consume_type,
+                "messageModel": self.message_model,
+                "subscriptionTable": {t: s.to_json() for t, s in self.subscription_table.items()}}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> ConsumerConnection:
+        return cls(tuple(Connection.from_json(c) for c in obj.get("connectionSet") or ()),
+                   {str(t): Subscription.from_json(s) for t, s in (obj.get("subscriptionTable") or {}).items()},
+                   str(obj.get("consumeType", "CONSUME_PASSIVELY")), str(obj.get("messageModel", "CLUSTERING")),
+                   str(obj.get("consumeFromWhere", "CONSUME_FROM_LAST_OFFSET")))
+
+
+@dataclass(frozen=True, slots=True)
+class KVTable(Body):
+    """String table: GET_BROKER_RUNTIME_INFO (28), GET_KVLIST_BY_NAMESPACE (219), the order-topic
+    configuration in a REGISTER_BROKER answer."""
+
+    table: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"table": dict(self.table)}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> KVTable:
+        return cls({str(k): str(v) for k, v in (obj.get("table") or {}).items()})
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerIdList(Body):
+    """GET_CONSUMER_LIST_BY_GROUP (38)."""
+
+    consumer_id_list: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"consumerIdList": list(self.consumer_id_list)}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> ConsumerIdList:
+        return cls(tuple(str(c) for c in obj.get("consumerIdList") or ()))
+
+
+@dataclass(frozen=True, slots=True)
+class LockBatchResult(Body):
+    """LOCK_BATCH_MQ (41) answer: the queues now locked by the asking client."""
+
+    lock_ok_mq_set: tuple[MessageQueue, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"lockOKMQSet": [mq.to_json() for mq in self.lock_ok_mq_set]}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> LockBatchResult:
+        return cls(tuple(MessageQueue.from_json(mq) for mq in obj.get("lockOKMQSet") or ()))
