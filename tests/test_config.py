@@ -46,7 +46,39 @@ def test_unknown_key_is_a_warning(caplog, tmp_path):
     assert "unknown key someFutureKey ignored" in caplog.text
 
 
+def test_clean_and_flush_keys_are_store_settings(tmp_path):
+    store = build_config({
+        "storePathRootDir": str(tmp_path), "deleteWhen": "04;16", "fileReservedTime": "48",
+        "diskMaxUsedSpaceRatio": "80", "diskSpaceWarningLevelRatio": "0.95", "diskSpaceCleanForciblyRatio": "88",
+        "cleanResourceInterval": "5000", "deleteCommitLogFilesInterval": "50",
+        "deleteConsumeQueueFilesInterval": "60", "destroyMapedFileIntervalForcibly": "1000",
+        "redeleteHangedFileInterval": "2000", "deleteFileBatchMax": "3", "cleanFileForciblyEnable": "false",
+        "deleteOnlyConsumed": "true", "flushCommitLogLeastPages": "8", "flushCommitLogThoroughInterval": "20000",
+        "flushConsumeQueueLeastPages": "3", "flushConsumeQueueThoroughInterval": "30000",
+    }).store
+    assert (store.delete_when, store.file_reserved_time, store.disk_max_used_space_ratio) == ("04;16", 48, 80)
+    assert (store.disk_space_warning_level_ratio, store.disk_space_clean_forcibly_ratio) == (0.95, 88)
+    assert (store.clean_resource_interval, store.delete_commit_log_files_interval,
+            store.delete_consume_queue_files_interval) == (5000, 50, 60)
+    assert (store.destroy_maped_file_interval_forcibly, store.redelete_hanged_file_interval,
+            store.delete_file_batch_max) == (1000, 2000, 3)
+    assert store.clean_file_forcibly_enable is False and store.delete_only_consumed is True
+    assert (store.flush_commit_log_least_pages, store.flush_commit_log_thorough_interval,
+            store.flush_consume_queue_least_pages, store.flush_consume_queue_thorough_interval) == (8, 20000, 3, 30000)
+
+
+def test_store_keys_without_effect_warn(caplog, tmp_path):
+    caplog.set_level(logging.WARNING)
+    build_config({"storePathRootDir": str(tmp_path), "transientStorePoolEnable": "true",
+                  "commitIntervalCommitLog": "200", "deleteWhen": "04", "fileReservedTime": "1"})
+    assert "transientStorePoolEnable=true has no effect in pyrmq" in caplog.text
+    assert "commitIntervalCommitLog=200 has no effect in pyrmq" in caplog.text
+    assert "deleteWhen" not in caplog.text and "fileReservedTime" not in caplog.text
+
+
 @pytest.mark.parametrize("key,value,message", [
+    ("deleteWhen", "04;25", "deleteWhen='04;25' must be hours of the day"),
+    ("diskSpaceWarningLevelRatio", "high", "bad value 'high' for diskSpaceWarningLevelRatio"),
     ("listenPort", "abc", "bad value 'abc' for listenPort"),
     ("flushDiskType", "SOMETIMES", "one of ASYNC_FLUSH, SYNC_FLUSH"),
     ("autoCreateTopicEnable", "yes", "expected true or false"),

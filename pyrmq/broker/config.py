@@ -91,7 +91,18 @@ class BrokerConfig:
 
 
 # Keys Apache accepts that mean nothing to pyrmq yet, or are handled outside the dataclasses.
-_ACCEPTED_WITHOUT_EFFECT = {"deleteWhen", "fileReservedTime", "rocketmqHome", "fetchNamesrvAddrByAddressServer"}
+_ACCEPTED_WITHOUT_EFFECT = {"rocketmqHome", "fetchNamesrvAddrByAddressServer"}
+# Apache store keys pyrmq knows but does not implement: accepted with a warning naming them.
+_STORE_KEYS_WITHOUT_EFFECT = {
+    "transientStorePoolEnable": "pyrmq writes straight into the mapped files (no off-heap write buffer)",
+    "transientStorePoolSize": "no transient store pool",
+    "commitIntervalCommitLog": "no transient store pool to commit from",
+    "commitCommitLogLeastPages": "no transient store pool to commit from",
+    "commitCommitLogThoroughInterval": "no transient store pool to commit from",
+    "fastFailIfNoBufferInStorePool": "no transient store pool",
+    "warmMapedFileEnable": "files are created sparse; there is nothing to warm",
+    "flushLeastPagesWhenWarmMapedFile": "files are created sparse; there is nothing to warm",
+}
 # Paths come only from these keys of the operator's file, never from requests at runtime.
 _PATH_KEYS = {"storePathRootDir", "storePathCommitLog"}
 
@@ -115,6 +126,8 @@ def _convert(key: str, raw: str, typ: Any) -> Any:
             return raw.lower() == "true"
         if typ is int:
             return int(raw)
+        if typ is float:
+            return float(raw)
         if isinstance(typ, type) and issubclass(typ, enum.Enum):
             return typ[raw.upper()]
         return raw
@@ -160,6 +173,9 @@ def build_config(properties: dict[str, str]) -> LoadedConfig:
             if typ == (str | None):
                 typ = str
             store_kwargs[name] = _convert(key, raw, typ)
+        elif key in _STORE_KEYS_WITHOUT_EFFECT:
+            log.warning("broker.conf: %s=%s has no effect in pyrmq (%s)", key, raw,
+                        _STORE_KEYS_WITHOUT_EFFECT[key])
         elif key not in _ACCEPTED_WITHOUT_EFFECT:
             log.warning("broker.conf: unknown key %s ignored", key)
     store_kwargs.setdefault("store_path_root_dir", str(Path.home() / "store"))
@@ -183,6 +199,10 @@ def _validate(broker: BrokerConfig, store: MessageStoreConfig) -> None:
         raise ConfigError("broker.conf: mappedFileSizeConsumeQueue must be a multiple of 20")
     if store.mapped_file_size_commit_log < 4096:
         raise ConfigError("broker.conf: mappedFileSizeCommitLog must be at least 4096")
+    hours = [h.strip() for h in store.delete_when.split(";")]
+    if not all(h.isdigit() and int(h) < 24 for h in hours):
+        raise ConfigError(f"broker.conf: deleteWhen={store.delete_when!r} must be hours of the day (0-23) "
+                          "separated by ';'")
     if broker.broker_role is not BrokerRole.SLAVE and broker.broker_id != 0:
         raise ConfigError("broker.conf: a master must have brokerId=0")
     try:

@@ -101,6 +101,28 @@ class IndexService:
         for f in self.index_files:
             f.close()
 
+    def delete_expired_files(self, min_phy_offset: int) -> list[IndexFile]:
+        """Delete the oldest files whose endPhyOffset < ``min_phy_offset``, never the newest
+        (Java IndexService.deleteExpiredFile); returns them. Blocking: a worker thread.
+
+        Dispatch only appends, so dropping the head in place (one atomic list operation) loses
+        nothing; ``_flush_lock`` keeps :meth:`flush` from syncing a closed file.
+        """
+        files = self.index_files
+        count = 0
+        while count < len(files) - 1 and files[count].end_phy_offset < min_phy_offset:
+            count += 1
+        if count == 0:
+            return []
+        with self._flush_lock:
+            expired = files[:count]
+            del files[:count]
+            for f in expired:
+                log.info("deleting index file %s (end phy offset %d < commit log min %d)",
+                         f.file_name, f.end_phy_offset, min_phy_offset)
+                f.destroy()
+        return expired
+
     # ------------------------------------------------------------------ build
 
     def _last_file(self) -> IndexFile | None:
@@ -163,7 +185,7 @@ class IndexService:
         """Commit-log offsets indexed under ``topic#key`` within [begin, end], newest file first."""
         result = QueryOffsetResult()
         max_num = min(max_num, self.config.max_msgs_num_batch)
-        files = self.index_files
+        files = list(self.index_files)   # the clean service may drop the oldest meanwhile
         if not files or max_num <= 0:
             return result
         result.index_last_update_timestamp = files[-1].end_timestamp
@@ -172,7 +194,10 @@ class IndexService:
         out = result.phy_offsets
         for f in reversed(files):
             if f.is_time_matched(begin, end):
-                f.select_phy_offsets(out, key_hash, max_num, begin, end)
+                try:
+                    f.select_phy_offsets(out, key_hash, max_num, begin, end)
+                except ValueError:   # unmapped by the clean service: its records are gone too
+                    continue
             if f.begin_timestamp < begin or len(out) >= max_num:
                 break
         return result

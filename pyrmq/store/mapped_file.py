@@ -59,13 +59,29 @@ class FixedMapping:
         if self.closed:
             return
         self.closed = True
-        self.view.release()
-        try:
-            self.mm.close()
-        except BufferError:
+        if not self.try_unmap():
             # a reader still holds a memoryview of the mapping; the mapping goes away with it
             log.debug("%s still has readers; leaving the mapping to the garbage collector", self.path)
         os.close(self.fd)
+
+    def try_unmap(self) -> bool:
+        """Unmap now; False while a reader still holds a view of the mapping (retry later).
+
+        A mapping cannot be closed while memoryviews export it (a pull answer being sent): the
+        clean service retries such "hanged" files, as Apache's redeleteHangedFile does.
+        """
+        if self.mm.closed:
+            return True
+        try:
+            self.view.release()
+            self.mm.close()
+        except BufferError:
+            return False
+        return True
+
+    @property
+    def mapped(self) -> bool:
+        return not self.mm.closed
 
     def destroy(self) -> None:
         self.close()
@@ -105,7 +121,10 @@ class MappedFile(FixedMapping):
         end = self.wrote_position if size is None else pos + size
         if pos < 0 or end > self.wrote_position or end < pos:
             return None
-        return self.view[pos:end]
+        try:
+            return self.view[pos:end]
+        except ValueError:   # released: the clean service deleted the file meanwhile
+            return None
 
     def zero(self, start: int, end: int) -> None:
         """Zero ``[start, end)`` of the file (dirty tail after recovery)."""

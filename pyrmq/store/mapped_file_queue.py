@@ -265,6 +265,22 @@ class MappedFileQueue:
             last.destroy()
         self._drop_prepared()
 
+    def delete_first_file(self, mf: MappedFile) -> bool:
+        """Drop ``mf`` if it is still the first file and not the last, then close and delete it.
+
+        For the clean service (a worker thread): ``_flush_lock`` keeps a running flush from
+        syncing a descriptor closed here. Readers holding a view keep the mapping alive
+        (``mf.mapped`` stays True until :meth:`MappedFile.try_unmap` succeeds).
+        """
+        with self._flush_lock:
+            with self._lock:
+                files = self.mapped_files
+                if len(files) < 2 or files[0] is not mf:
+                    return False
+                self.mapped_files = files[1:]
+            mf.destroy()
+        return True
+
     def close(self) -> None:
         # as Apache's AllocateMappedFileService.shutdown: a cleanly closed store has no empty
         # prepared file (after a crash one may be left; recovery handles it)

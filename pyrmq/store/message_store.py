@@ -25,6 +25,7 @@ from pyrmq.codec.message import (
     string_to_properties,
 )
 from pyrmq.store.checkpoint import StoreCheckpoint
+from pyrmq.store.clean_service import CleanService
 from pyrmq.store.commit_log import AppendError, CommitLog
 from pyrmq.store.consume_queue import ConsumeQueue
 from pyrmq.store.consume_queue_table import VALID_TOPIC, ConsumeQueueTable
@@ -95,6 +96,8 @@ class DefaultMessageStore:
         self._extra_dispatchers: list[CommitLogDispatcher] = []
         # (delay level, store timestamp) -> CQ tagsCode of SCHEDULE_TOPIC_XXXX units
         self._schedule_tags_code: Callable[[int, int], int] | None = None
+        # file expiry and the disk guard; the broker runs it periodically (clean_service.py)
+        self.clean_service = CleanService(self)
 
     @property
     def commit_log(self) -> CommitLog:
@@ -219,7 +222,7 @@ class DefaultMessageStore:
         return self.consume_queues.get(topic, queue_id)
 
     def _check(self, msg: MessageExtBrokerInner) -> PutMessageStatus | None:
-        if self._shutdown:
+        if self._shutdown or self.clean_service.disk_full:
             return PutMessageStatus.SERVICE_NOT_AVAILABLE
         if len(msg.topic) > MAX_TOPIC_LENGTH or not VALID_TOPIC.fullmatch(msg.topic) or msg.queue_id < 0:
             return PutMessageStatus.MESSAGE_ILLEGAL

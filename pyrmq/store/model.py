@@ -32,6 +32,7 @@ class MessageStoreConfig:
     sync_flush_timeout: int = 5000
     flush_interval_consume_queue: int = 1000
     flush_consume_queue_least_pages: int = 2
+    flush_consume_queue_thorough_interval: int = 60_000
     max_message_size: int = 4 * 1024 * 1024
     check_crc_on_recover: bool = True
     max_transfer_bytes_on_message_in_memory: int = 256 * 1024
@@ -44,6 +45,23 @@ class MessageStoreConfig:
     max_index_num: int = 20_000_000
     max_msgs_num_batch: int = 64
     default_query_max_num: int = 32
+    # file expiry and the disk guard (store.md section 10; pyrmq.store.clean_service)
+    delete_when: str = "04"   # hours of day (local time), ';'-separated
+    file_reserved_time: int = 72   # hours
+    disk_max_used_space_ratio: int = 75   # percent; clamped to 10..95 as Apache
+    # 4.9.x reads these two from system properties as ratios (0.90), 5.x from broker.conf as
+    # percents (90): a value <= 1 is taken as a ratio, anything above as a percent
+    disk_space_warning_level_ratio: float = 90
+    disk_space_clean_forcibly_ratio: float = 85
+    clean_resource_interval: int = 10_000   # ms
+    delete_commit_log_files_interval: int = 100   # ms between two commit log deletions
+    delete_consume_queue_files_interval: int = 100   # ms after each queue that lost files
+    destroy_maped_file_interval_forcibly: int = 120_000   # ms (Apache's spelling)
+    redelete_hanged_file_interval: int = 120_000   # ms
+    delete_file_batch_max: int = 10
+    clean_file_forcibly_enable: bool = True
+    # beyond RocketMQ: never delete a commit log file some consumer group has not consumed
+    delete_only_consumed: bool = False
 
     def commit_log_dir(self) -> str:
         return self.store_path_commit_log or os.path.join(self.store_path_root_dir, "commitlog")
