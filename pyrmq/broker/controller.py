@@ -23,6 +23,7 @@ from pyrmq.broker.pull_processor import PullMessageProcessor
 from pyrmq.broker.rebalance_lock import RebalanceLockManager
 from pyrmq.broker.schedule_service import ScheduleMessageService, parse_delay_levels
 from pyrmq.broker.send_processor import SendMessageProcessor
+from pyrmq.broker.store_clean_task import StoreCleanTask
 from pyrmq.broker.topic_config import TopicConfigManager
 from pyrmq.codec.codes import RequestCode
 from pyrmq.common.persister import ConfigPersister
@@ -70,6 +71,7 @@ class BrokerController:
         self.store = DefaultMessageStore(self.store_config)
         self.flush_service = FlushService(self.store, self.store_config)
         self.allocate_service = AllocateService(self.store)
+        self.store_clean_task = StoreCleanTask(self.store, self.consumer_offset_manager)
         self.registration = NamesrvRegistration(self)
         self.schedule_service = ScheduleMessageService(self, parse_delay_levels(self.config.message_delay_level))
         # config JSON files are written from worker threads, many changes to one write
@@ -162,6 +164,7 @@ class BrokerController:
                     nursery.start_soon(self.flush_service.run)
                     nursery.start_soon(self.config_persister.run)
                     nursery.start_soon(self.allocate_service.run)
+                    nursery.start_soon(self.store_clean_task.run)
                     nursery.start_soon(self.pull_processor.hold_service.run)
                     nursery.start_soon(self._housekeeping)
                     if not self.is_slave:   # a slave takes the master's progress, it does not deliver

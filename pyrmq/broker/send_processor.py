@@ -76,7 +76,7 @@ _PUT_STATUS_RESPONSES: dict[PutMessageStatus, tuple[int, str | None]] = {
     PutMessageStatus.SERVICE_NOT_AVAILABLE: (
         ResponseCode.SERVICE_NOT_AVAILABLE,
         "service not available now. It may be caused by one of the following reasons: "
-        "the broker's disk is full, messages are put to the slave, message store has been shut down, etc."),
+        "the broker's disk is full [{disk}], messages are put to the slave, message store has been shut down, etc."),
     PutMessageStatus.OS_PAGECACHE_BUSY: (
         ResponseCode.SYSTEM_BUSY, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"),
     PutMessageStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"),
@@ -261,6 +261,9 @@ class SendMessageProcessor:
     def _respond(self, request: RemotingCommand, result: PutMessageResult, queue_id: int,
                  wait_store: bool) -> RemotingCommand | Deferred:
         code, remark = _PUT_STATUS_RESPONSES.get(result.status, (ResponseCode.SYSTEM_ERROR, str(result.status)))
+        if result.status is PutMessageStatus.SERVICE_NOT_AVAILABLE:
+            # as Apache's diskUtil(): the last readings of the clean service, no statvfs here
+            remark = remark.format(disk=self.store.clean_service.disk_ratios.describe())
         if result.append_result is None or code not in (ResponseCode.SUCCESS,):
             return request.response(code, remark)
         append = result.append_result
