@@ -3,9 +3,11 @@
 SYNC_FLUSH: senders await ``wait_flushed`` for the group commit that covers their record -- one
 msync for every send that arrived meanwhile -- and are answered FLUSH_DISK_TIMEOUT after
 ``syncFlushTimeout`` (a deadline on trio's clock).
-ASYNC_FLUSH: the commit log is flushed every ``flushIntervalCommitLog`` ms.  Either way the
-consume queues are flushed every ``flushIntervalConsumeQueue`` ms.  fsync never runs on the
-event loop.
+ASYNC_FLUSH: the commit log is flushed every ``flushIntervalCommitLog`` ms once
+``flushCommitLogLeastPages`` pages are dirty, everything at least every
+``flushCommitLogThoroughInterval`` ms.  Either way the consume queues are flushed every
+``flushIntervalConsumeQueue`` ms (``flushConsumeQueueLeastPages`` /
+``flushConsumeQueueThoroughInterval`` alike).  fsync never runs on the event loop.
 """
 
 from __future__ import annotations
@@ -28,6 +30,23 @@ class _FlushWaiter:
         self.event = trio.Event()
         self.flushed = False
         self.gone = False     # timed out or cancelled: the group-commit loop drops it
+
+
+class _LeastPages:
+    """flush*LeastPages with its thorough interval, as Apache's flush services: a round flushes
+    only when that many pages are dirty, except one round per thorough interval flushes all."""
+
+    def __init__(self, least_pages: int, thorough_interval_ms: int) -> None:
+        self.least_pages = least_pages
+        self.thorough_interval_s = thorough_interval_ms / 1000
+        self.last_thorough = -float("inf")   # the first round is thorough
+
+    def now(self) -> int:
+        t = trio.current_time()
+        if t >= self.last_thorough + self.thorough_interval_s:
+            self.last_thorough = t
+            return 0
+        return self.least_pages
 
 
 class FlushService:
@@ -82,16 +101,20 @@ class FlushService:
                     await trio.sleep(0.001)
 
     async def _periodic_commit_log_loop(self) -> None:
-        interval = self.config.flush_interval_commit_log / 1000
+        cfg = self.config
+        pages = _LeastPages(cfg.flush_commit_log_least_pages, cfg.flush_commit_log_thorough_interval)
+        interval = cfg.flush_interval_commit_log / 1000
         while True:
             await trio.sleep(interval)
-            await trio.to_thread.run_sync(self.store.flush_commit_log)
+            await trio.to_thread.run_sync(self.store.flush_commit_log, pages.now())
 
     async def _consume_queue_loop(self) -> None:
-        interval = self.config.flush_interval_consume_queue / 1000
+        cfg = self.config
+        pages = _LeastPages(cfg.flush_consume_queue_least_pages, cfg.flush_consume_queue_thorough_interval)
+        interval = cfg.flush_interval_consume_queue / 1000
         while True:
             await trio.sleep(interval)
-            await trio.to_thread.run_sync(self.store.flush_consume_queues)
+            await trio.to_thread.run_sync(self.store.flush_consume_queues, pages.now())
 
     def fail_waiters(self) -> None:
         """Forget every waiter (shutdown; may run in a worker thread, so no event is set here):

@@ -99,9 +99,9 @@ class ConsumeQueueTable:
                 pass  # not empty or already gone: nothing of ours left to remove
         return dropped
 
-    def flush(self) -> None:
+    def flush(self, least_pages: int = 0) -> None:
         for cq in list(self.queues.values()):
-            cq.flush(0)
+            cq.flush(least_pages)
 
     def close(self) -> None:
         for cq in self.queues.values():

@@ -401,19 +401,21 @@ class DefaultMessageStore:
 
     # ------------------------------------------------------------------ flush and topics
 
-    def flush_commit_log(self) -> int:
-        """Blocking sync of the CommitLog (thread-safe against appends); returns flushed offset."""
-        flushed = self._commit_log.flush(0)
+    def flush_commit_log(self, least_pages: int = 0) -> int:
+        """Blocking sync of the CommitLog (thread-safe against appends); returns flushed offset.
+        With ``least_pages`` nothing is synced until that many pages are dirty."""
+        flushed = self._commit_log.flush(least_pages)
         ts = self._commit_log.flushed_store_timestamp
         if ts and self.checkpoint is not None:
             self.checkpoint.physic_msg_timestamp = ts
         return flushed
 
-    def flush_consume_queues(self) -> None:
-        """Blocking sync of every ConsumeQueue, then of the checkpoint."""
+    def flush_consume_queues(self, least_pages: int = 0) -> None:
+        """Blocking sync of every ConsumeQueue (those with ``least_pages`` dirty pages), then of
+        the checkpoint."""
         checkpoint = self.checkpoint
         logics_ts = checkpoint.logics_msg_timestamp if checkpoint is not None else 0
-        self.consume_queues.flush()
+        self.consume_queues.flush(least_pages)
         index = self.index_service
         if index is not None:
             index.flush()

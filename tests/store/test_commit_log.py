@@ -20,7 +20,7 @@ from pyrmq.codec.message import (
     tags_string_to_tags_code,
 )
 from pyrmq.store.model import GetMessageStatus, PutMessageStatus
-from store_helpers import STORE_HOST, make_batch, make_msg
+from store_helpers import STORE_HOST, make_batch, make_msg, open_store, small_config
 
 
 def test_record_on_disk_matches_documented_offsets(store, config):
@@ -182,6 +182,19 @@ def test_flush_from_thread_during_appends(store):
     assert store.flush_commit_log() == store.get_max_phy_offset() == store.commit_log.flushed_where
     assert seen == sorted(seen)
     assert store.checkpoint.physic_msg_timestamp > 0
+
+
+def test_flush_least_pages(tmp_path):
+    store = open_store(small_config(tmp_path / "s", mapped_file_size_commit_log=64 * 1024))
+    try:
+        assert store.put_message(make_msg(body=bytes(100))).is_ok()
+        assert store.flush_commit_log(least_pages=4) == 0   # under 4 dirty pages: nothing synced
+        assert store.flush_commit_log() == store.get_max_phy_offset()
+        while store.get_max_phy_offset() < store.commit_log.flushed_where + 4 * 4096:
+            assert store.put_message(make_msg(body=bytes(1000))).is_ok()
+        assert store.flush_commit_log(least_pages=4) == store.get_max_phy_offset()
+    finally:
+        store.shutdown()
 
 
 def test_properties_kept_verbatim(store):
