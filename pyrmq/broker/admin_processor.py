@@ -142,7 +142,10 @@ def register_admin_processors(table: ProcessorTable, ctl: BrokerController) -> N
                   "putTps": "0.0 0.0 0.0", "getTransferedTps": "0.0 0.0 0.0",
                   "sendThreadPoolQueueSize": "0", "pullThreadPoolQueueSize": "0",
                   "sendThreadPoolQueueHeadWaitTimeMills": "0", "pullThreadPoolQueueHeadWaitTimeMills": "0",
-                  "pageCacheLockTimeMills": "0", "earliestMessageTimeStamp": "0", "commitLogDiskRatio": "0.0"}
+                  "pageCacheLockTimeMills": "0", "earliestMessageTimeStamp": "0",
+                  # the clean service's last readings (every cleanResourceInterval), not a statvfs here
+                  "commitLogDiskRatio": str(store.clean_service.disk_ratios.commit_log),
+                  "consumeQueueDiskRatio": str(store.clean_service.disk_ratios.consume_queue)}
         return request.response(ResponseCode.SUCCESS, body=KVTable(table_).encode())
 
     table.register(RequestCode.GET_MAX_OFFSET, queue_offset_query(store.get_max_offset_in_queue, "offset"))

@@ -12,6 +12,7 @@ import trio
 
 from pyrmq.broker import store_clean_task
 from pyrmq.broker.store_clean_task import consumed_boundary
+from pyrmq.codec import fastjson
 from pyrmq.codec.codes import RequestCode, ResponseCode
 from pyrmq.codec.message import decode_offset_msg_id
 from pyrmq.codec.remoting import make_request
@@ -66,6 +67,9 @@ async def test_full_disk_refuses_sends_then_accepts_again_without_restart(cluste
         resp = await send(cluster.client, cluster.broker_addr, "TopicD", b"x")
         assert resp.code == ResponseCode.SERVICE_NOT_AVAILABLE == 14
         assert "the broker's disk is full [CL:  0.93 CQ:  0.93 INDEX:  0.93]" in resp.remark
+        info = await cluster.client.invoke(cluster.broker_addr, make_request(RequestCode.GET_BROKER_RUNTIME_INFO, {}))
+        table = fastjson.loads(info.body.decode())["table"]
+        assert (table["commitLogDiskRatio"], table["consumeQueueDiskRatio"]) == ("0.93", "0.93")
         disk.ratio = 0.40
         await trio.sleep(0.3)
         resp = await send(cluster.client, cluster.broker_addr, "TopicD", b"x")
