@@ -71,7 +71,8 @@ class BrokerController:
         self.store = DefaultMessageStore(self.store_config)
         self.flush_service = FlushService(self.store, self.store_config)
         self.allocate_service = AllocateService(self.store)
-        self.store_clean_task = StoreCleanTask(self.store, self.consumer_offset_manager)
+        self.store_clean_task = StoreCleanTask(self.store, self.consumer_offset_manager,
+                                               lambda: self.schedule_service.offset_table)
         self.registration = NamesrvRegistration(self)
         self.schedule_service = ScheduleMessageService(self, parse_delay_levels(self.config.message_delay_level))
         # config JSON files are written from worker threads, many changes to one write

@@ -149,3 +149,22 @@ async def test_periodic_task_deletes_after_the_first_delay(cluster, monkeypatch)
         while len(mfq.mapped_files) > 1:
             await trio.sleep(0.05)
         assert await _min_offset(cluster, "TopicP", 0) > 0
+
+
+@pytest.mark.parametrize("broker_overrides", [{
+    "mappedFileSizeCommitLog": "4096", "mappedFileSizeConsumeQueue": "200", "deleteOnlyConsumed": "true"}])
+async def test_delete_only_consumed_keeps_undelivered_delayed_messages(cluster):
+    with trio.fail_after(20):
+        resp = await send(cluster.client, cluster.broker_addr, "TopicL", BODY, extra={"DELAY": "18"})   # 2 h
+        assert resp.code == 0
+        await _send_many(cluster, "TopicM", 40)   # no group has offsets for these: nothing holds them
+        task = cluster.broker.store_clean_task
+        boundary = task.consumed_boundary()
+        assert (boundary.group, boundary.topic, boundary.queue_id, boundary.queue_offset) == (
+            store_clean_task.SCHEDULE_READER, "SCHEDULE_TOPIC_XXXX", 17, 0)
+        assert boundary.phy_offset == _phy(resp)
+        clean = cluster.broker.store.clean_service
+        clean.disk_usage = Disk()
+        _expire_everything(clean)
+        await trio.to_thread.run_sync(clean.run)
+        assert cluster.broker.store.get_min_phy_offset() == 0   # the delayed message is in the first file
