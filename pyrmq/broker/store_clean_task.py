@@ -37,7 +37,7 @@ def _readers(store: DefaultMessageStore, offsets: ConsumerOffsetManager,
         topic, _, group = key.partition(TOPIC_GROUP_SEPARATOR)
         for queue_id, offset in queues.items():
             yield group, topic, queue_id, offset
-    for cq in store.consume_queues():
+    for cq in store.consume_queues:
         if cq.topic == SCHEDULE_TOPIC:   # queue id = delay level - 1
             yield SCHEDULE_READER, SCHEDULE_TOPIC, cq.queue_id, schedule_offsets.get(cq.queue_id + 1, 0)
 
