@@ -63,17 +63,24 @@ async def test_full_disk_refuses_sends_then_accepts_again_without_restart(cluste
     with trio.fail_after(10):
         disk = Disk(0.93)
         cluster.broker.store.clean_service.disk_usage = disk
-        await trio.sleep(store_clean_task.DISK_CHECK_FIRST_DELAY_S + 0.3)   # the periodic check ran
-        resp = await send(cluster.client, cluster.broker_addr, "TopicD", b"x")
+        resp = await _send_until(cluster, ResponseCode.SERVICE_NOT_AVAILABLE)   # the periodic check ran
         assert resp.code == ResponseCode.SERVICE_NOT_AVAILABLE == 14
         assert "the broker's disk is full [CL:  0.93 CQ:  0.93 INDEX:  0.93]" in resp.remark
         info = await cluster.client.invoke(cluster.broker_addr, make_request(RequestCode.GET_BROKER_RUNTIME_INFO, {}))
         table = fastjson.loads(info.body.decode())["table"]
         assert (table["commitLogDiskRatio"], table["consumeQueueDiskRatio"]) == ("0.93", "0.93")
         disk.ratio = 0.40
-        await trio.sleep(0.3)
-        resp = await send(cluster.client, cluster.broker_addr, "TopicD", b"x")
+        resp = await _send_until(cluster, ResponseCode.SUCCESS)
         assert resp.code == 0, resp.remark
+
+
+async def _send_until(cluster, code: int):
+    """Send until the broker answers ``code`` (the disk check runs every cleanResourceInterval)."""
+    while True:
+        resp = await send(cluster.client, cluster.broker_addr, "TopicD", b"x")
+        if resp.code == code:
+            return resp
+        await trio.sleep(0.05)
 
 
 async def test_pull_below_the_moved_minimum_is_offset_moved(cluster):
