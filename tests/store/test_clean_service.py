@@ -362,3 +362,13 @@ def test_a_failing_step_does_not_stop_the_round(store, caplog, monkeypatch):
     with caplog.at_level(logging.ERROR, logger="pyrmq.store.clean_service"):
         store.clean_service.run()
     assert "disk on fire" in caplog.text
+
+
+def test_a_file_not_dispatched_yet_is_kept(store):
+    _fill(store)
+    names = _files(store)
+    store.reput.reput_from_offset = int(names[2]) + 10   # as a lagging reput (slave) would be
+    now = _at(73, store)
+    store.clean_service.clock = lambda: now
+    assert store.clean_service.delete_expired_commit_log_files() == 2
+    assert _files(store) == names[2:]
