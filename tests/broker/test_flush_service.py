@@ -20,12 +20,12 @@ class _Store:
         self.gate = threading.Event()
         self.gate.set()
 
-    def flush_commit_log(self) -> int:
+    def flush_commit_log(self, least_pages: int = 0) -> int:
         self.gate.wait()
         self.calls += 1
         return self.flushed
 
-    def flush_consume_queues(self) -> None:
+    def flush_consume_queues(self, least_pages: int = 0) -> None:
         pass
 
 
