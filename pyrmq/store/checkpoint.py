@@ -27,6 +27,9 @@ class StoreCheckpoint:
             os.close(self.fd)
             raise
         # bytes 24.. (5.x masterFlushedOffset, confirmPhyOffset) are left untouched
+        self.physic_msg_timestamp: int
+        self.logics_msg_timestamp: int
+        self.index_msg_timestamp: int
         (self.physic_msg_timestamp, self.logics_msg_timestamp,
          self.index_msg_timestamp) = CHECKPOINT_4X.unpack_from(self.mm, 0)
         self.closed = False

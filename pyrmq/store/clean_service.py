@@ -143,7 +143,7 @@ class CleanService:
         self._hanged: list[_HangedFile] = []
         self._last_redelete = 0.0
         self._last_physical_min_offset = 0
-        self._last_holder: tuple | None = None
+        self._last_holder: tuple[object, ...] | None = None
 
     # ------------------------------------------------------------------ disk guard
 

@@ -28,6 +28,7 @@ from pyrmq.codec.message import (
     write_prepared_record,
 )
 from pyrmq.codec.message import MessageConst
+from pyrmq.store.mapped_file import MappedFile
 from pyrmq.store.mapped_file_queue import MappedFileQueue
 from pyrmq.store.model import (
     AppendMessageResult,
@@ -139,7 +140,7 @@ class CommitLog:
             ip = self._store_ip_cache[host] = host_to_bytes(host)
         return ip
 
-    def _writable_file(self, size: int):
+    def _writable_file(self, size: int) -> MappedFile:
         """The file to write ``size`` bytes to, after closing the current one with a blank record."""
         mfq = self.mapped_file_queue
         try:
@@ -211,20 +212,20 @@ class CommitLog:
         store_ip = self._store_ip(batch.store_host[0])
         prepared = []
         try:
-            for e in entries:
-                props = e.properties
+            for entry in entries:
+                props = entry.properties
                 if props and not props.endswith(PROPERTY_SEPARATOR):
                     props += PROPERTY_SEPARATOR
                 props += batch_props
                 r = prepare_record(
-                    topic=batch.topic, queue_id=batch.queue_id, flag=e.flag, body=e.body,
+                    topic=batch.topic, queue_id=batch.queue_id, flag=entry.flag, body=entry.body,
                     properties=props, sys_flag=batch.sys_flag,
                     born_timestamp=batch.born_timestamp, born_host=batch.born_host,
                     store_host=batch.store_host, reconsume_times=batch.reconsume_times,
                     prepared_transaction_offset=0, store_ip=store_ip,
                     tail=encode_topic_tail(topic_bytes, props.encode()),
                 )
-                tags = property_value(e.properties, _TAGS)
+                tags = property_value(entry.properties, _TAGS)
                 prepared.append((r, props, tags_string_to_tags_code(tags)))
         except (MessageFormatError, OSError, ValueError) as e:
             raise AppendError(PutMessageStatus.MESSAGE_ILLEGAL, str(e)) from e

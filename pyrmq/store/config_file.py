@@ -26,7 +26,7 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_atomically(path: str | os.PathLike, text: str) -> None:
+def write_atomically(path: str | os.PathLike[str], text: str) -> None:
     """Replace ``path`` by ``text`` so that a crash leaves either the old or the new content."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -53,7 +53,7 @@ def write_atomically(path: str | os.PathLike, text: str) -> None:
     _fsync_dir(path.parent)
 
 
-def read_with_backup(path: str | os.PathLike) -> list[tuple[Path, str]]:
+def read_with_backup(path: str | os.PathLike[str]) -> list[tuple[Path, str]]:
     """The candidate contents to load, best first: the file, then its ``.bak``."""
     path = Path(path)
     found = []
@@ -70,7 +70,7 @@ def read_with_backup(path: str | os.PathLike) -> list[tuple[Path, str]]:
     return found
 
 
-def load_json_config(path: str | os.PathLike, apply: Callable[[Any], None]) -> bool:
+def load_json_config(path: str | os.PathLike[str], apply: Callable[[Any], None]) -> bool:
     """Parse the file (or its ``.bak``) as fastjson and hand it to ``apply``; False if neither was usable.
 
     ``apply`` raises KeyError/TypeError/ValueError/AttributeError on content of the wrong shape,

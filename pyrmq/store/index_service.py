@@ -154,11 +154,10 @@ class IndexService:
 
     def _put_key(self, f: IndexFile, key: str, phy_offset: int, store_timestamp: int) -> IndexFile | None:
         key_hash = index_key_hash(key)
-        while not f.put_key(key_hash, phy_offset, store_timestamp):
-            f = self._last_file()
-            if f is None:
-                return None
-        return f
+        current: IndexFile | None = f
+        while current is not None and not current.put_key(key_hash, phy_offset, store_timestamp):
+            current = self._last_file()
+        return current
 
     def build_index(self, topic: str, phy_offset: int, store_timestamp: int, sys_flag: int,
                     uniq_key: str | None, keys: str | None) -> None:

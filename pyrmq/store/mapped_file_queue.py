@@ -85,12 +85,11 @@ class MappedFileQueue:
         files = self.mapped_files
         return files[-1] if files else None
 
-    def get_last_mapped_file(self, start_offset: int = 0, need_create: bool = True) -> MappedFile | None:
-        """The file to write to: the last one, or a new one if there is none or it is full."""
+    def get_last_mapped_file(self, start_offset: int = 0) -> MappedFile:
+        """The file to write to: the last one, or a new one if there is none or it is full
+        (the first file of an empty queue starts at the file boundary below ``start_offset``)."""
         last = self.last_mapped_file()
         if last is not None and not last.is_full():
-            return last
-        if not need_create:
             return last
         if last is None:
             create_offset = start_offset - start_offset % self.mapped_file_size

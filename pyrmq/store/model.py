@@ -86,7 +86,7 @@ class MessageStoreConfig:
 class QueryMessageResult:
     """Records found through the index, and the newest index file's end (QUERY_MESSAGE)."""
 
-    buffers: list = field(default_factory=list)
+    buffers: list[memoryview] = field(default_factory=list)
     index_last_update_timestamp: int = 0
     index_last_update_phyoffset: int = 0
 
