@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from pyrmq.broker.config import as_properties
+from pyrmq.broker.config import BrokerRole, as_properties
 from pyrmq.broker.topic_config import TopicConfig, is_system_topic, validate_topic
 from pyrmq.codec import fastjson
 from pyrmq.codec.admin_bodies import KVTable, MessageQueue, TopicOffset, TopicStatsTable
@@ -22,16 +22,24 @@ from pyrmq.remoting.dispatch import ProcessorTable
 from pyrmq.remoting.headers import optional_bool, optional_int, required_int, required_str
 
 if TYPE_CHECKING:
-    from pyrmq.broker.controller import BrokerController
+    from pyrmq.broker.config import LoadedConfig
+    from pyrmq.broker.controller import BrokerStats
+    from pyrmq.broker.offsets_and_groups import ConsumerOffsetManager
+    from pyrmq.broker.topic_config import TopicConfigManager
+    from pyrmq.common.persister import ConfigPersister
+    from pyrmq.store.message_store import DefaultMessageStore
 
 UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"  # Java MixAll.UNIQUE_MSG_QUERY_FLAG
 QUERY_NOT_FOUND_REMARK = "can not find message, maybe time range not correct"
 SLAVE_REMARK = "Can't modify topic or subscription group from slave broker, please execute it from master broker."
 
 
-def register_admin_processors(table: ProcessorTable, ctl: BrokerController) -> None:
-    store = ctl.store
-    topics = ctl.topic_config_manager
+def register_admin_processors(table: ProcessorTable, *, loaded_config: LoadedConfig, store: DefaultMessageStore,
+                              topics: TopicConfigManager, offsets: ConsumerOffsetManager,
+                              persister: ConfigPersister, stats: BrokerStats, boot_timestamp_ms: int) -> None:
+    """Register the offset-query and topic-administration processors over the services they use."""
+    config = loaded_config.broker
+    is_slave = config.broker_role is BrokerRole.SLAVE
 
     def queue_offset_query(method, key: str):
         def process(channel: Channel, request: RemotingCommand) -> RemotingCommand:
@@ -79,7 +87,7 @@ def register_admin_processors(table: ProcessorTable, ctl: BrokerController) -> N
                                 body=b"".join(result.buffers))
 
     def update_and_create_topic(channel: Channel, request: RemotingCommand) -> RemotingCommand | Deferred:
-        if ctl.is_slave:
+        if is_slave:
             return request.response(ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
         topic = required_str(request, "topic")
         remark = validate_topic(topic)
@@ -95,18 +103,18 @@ def register_admin_processors(table: ProcessorTable, ctl: BrokerController) -> N
                              required_str(request, "topicFilterType"),
                              optional_int(request, "topicSysFlag", 0) or 0, optional_bool(request, "order"))
         topics.update(config)
-        return ctl.config_persister.answer_when_written(request, topics.path.name)
+        return persister.answer_when_written(request, topics.path.name)
 
     def delete_topic(channel: Channel, request: RemotingCommand) -> RemotingCommand | Deferred:
-        if ctl.is_slave:
+        if is_slave:
             return request.response(ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
         topic = required_str(request, "topic")
         if is_system_topic(topic):
             return request.response(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
         topics.delete(topic)
-        ctl.consumer_offset_manager.remove_topic(topic)
+        offsets.remove_topic(topic)
         store.delete_topics({topic})
-        return ctl.config_persister.answer_when_written(request, topics.path.name)
+        return persister.answer_when_written(request, topics.path.name)
 
     def topic_stats(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         topic = required_str(request, "topic")
@@ -117,7 +125,7 @@ def register_admin_processors(table: ProcessorTable, ctl: BrokerController) -> N
         for queue_id in range(config.write_queue_nums):
             max_offset = store.get_max_offset_in_queue(topic, queue_id)
             last = store.get_message_store_timestamp(topic, queue_id, max_offset - 1) if max_offset > 0 else 0
-            offset_table[MessageQueue(topic, ctl.config.broker_name, queue_id)] = TopicOffset(
+            offset_table[MessageQueue(topic, config.broker_name, queue_id)] = TopicOffset(
                 store.get_min_offset_in_queue(topic, queue_id), max_offset, max(0, last))
         return request.response(ResponseCode.SUCCESS, body=TopicStatsTable(offset_table).encode())
 
@@ -125,18 +133,18 @@ def register_admin_processors(table: ProcessorTable, ctl: BrokerController) -> N
         return request.response(ResponseCode.SUCCESS, body=topics.encode().encode())
 
     def broker_config(channel: Channel, request: RemotingCommand) -> RemotingCommand:
-        text = "".join(f"{k}={v}\n" for k, v in sorted(as_properties(ctl.loaded_config).items()))
+        text = "".join(f"{k}={v}\n" for k, v in sorted(as_properties(loaded_config).items()))
         return request.response(ResponseCode.SUCCESS,
                                 ext_fields={"version": fastjson.dumps(topics.data_version.to_json())},
                                 body=text.encode())
 
     def runtime_info(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         table_ = {"brokerVersionDesc": "V4_9_8", "brokerVersion": "409",
-                  "bootTimestamp": str(ctl.boot_timestamp_ms),
-                  "runtime": f"[ {int(time.time() - ctl.boot_timestamp_ms / 1000)} s ]",
+                  "bootTimestamp": str(boot_timestamp_ms),
+                  "runtime": f"[ {int(time.time() - boot_timestamp_ms / 1000)} s ]",
                   "commitLogMinOffset": str(store.get_min_phy_offset()),
                   "commitLogMaxOffset": str(store.get_max_phy_offset()),
-                  "msgPutTotalTodayNow": str(ctl.stats.put_count), "msgGetTotalTodayNow": str(ctl.stats.get_count),
+                  "msgPutTotalTodayNow": str(stats.put_count), "msgGetTotalTodayNow": str(stats.get_count),
                   "msgPutTotalTodayMorning": "0", "msgGetTotalTodayMorning": "0",
                   "msgPutTotalYesterdayMorning": "0", "msgGetTotalYesterdayMorning": "0",
                   "putTps": "0.0 0.0 0.0", "getTransferedTps": "0.0 0.0 0.0",

@@ -21,7 +21,10 @@ from pyrmq.remoting.dispatch import ProcessorTable
 from pyrmq.remoting.headers import optional_bool, optional_str, required_int, required_str
 
 if TYPE_CHECKING:
-    from pyrmq.broker.controller import BrokerController
+    from pyrmq.broker.client_manager import ConsumerManager
+    from pyrmq.broker.offsets_and_groups import ConsumerOffsetManager
+    from pyrmq.broker.topic_config import TopicConfigManager
+    from pyrmq.store.message_store import DefaultMessageStore
 
 INVOKE_BROKER_TO_RESET_OFFSET = 222
 RESET_CONSUMER_CLIENT_OFFSET = 220
@@ -29,11 +32,10 @@ RESET_CONSUMER_CLIENT_OFFSET = 220
 MIN_RESET_CLIENT_VERSION = 28
 
 
-def register_consumer_admin_processors(table: ProcessorTable, ctl: BrokerController) -> None:
-    store = ctl.store
-    topics = ctl.topic_config_manager
-    offsets = ctl.consumer_offset_manager
-    broker_name = ctl.config.broker_name
+def register_consumer_admin_processors(table: ProcessorTable, *, broker_name: str, store: DefaultMessageStore,
+                                       topics: TopicConfigManager, offsets: ConsumerOffsetManager,
+                                       consumers: ConsumerManager) -> None:
+    """Register the consume-stats, connection and offset-reset processors over the services they use."""
 
     def consume_stats(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         group = required_str(request, "consumerGroup")
@@ -60,7 +62,7 @@ def register_consumer_admin_processors(table: ProcessorTable, ctl: BrokerControl
 
     def connection_list(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         group = required_str(request, "consumerGroup")
-        info = ctl.consumer_manager.groups.get(group)
+        info = consumers.groups.get(group)
         if info is None or not info.channels:
             return request.response(ResponseCode.CONSUMER_NOT_ONLINE, "the consumer group not online")
         body = ConsumerConnection(
@@ -90,7 +92,7 @@ def register_consumer_admin_processors(table: ProcessorTable, ctl: BrokerControl
             target = max(0, target)
             offset_table[MessageQueue(topic, broker_name, queue_id)] = (
                 target if is_force or target < consumer_offset else consumer_offset)
-        info = ctl.consumer_manager.groups.get(group)
+        info = consumers.groups.get(group)
         if info is None or not info.channels:
             # mqadmin falls back to rewriting the stored offsets when it gets this code.
             return request.response(ResponseCode.CONSUMER_NOT_ONLINE,

@@ -118,8 +118,13 @@ class BrokerController:
             table, config=self.config, consumers=self.consumer_manager, producers=self.producer_manager,
             groups=self.subscription_group_manager, offsets=self.consumer_offset_manager,
             topics=self.topic_config_manager, locks=self.rebalance_lock_manager, store=self.store)
-        register_admin_processors(table, self)
-        register_consumer_admin_processors(table, self)
+        register_admin_processors(
+            table, loaded_config=self.loaded_config, store=self.store, topics=self.topic_config_manager,
+            offsets=self.consumer_offset_manager, persister=self.config_persister, stats=self.stats,
+            boot_timestamp_ms=self.boot_timestamp_ms)
+        register_consumer_admin_processors(
+            table, broker_name=self.config.broker_name, store=self.store, topics=self.topic_config_manager,
+            offsets=self.consumer_offset_manager, consumers=self.consumer_manager)
         return table
 
     # --- hooks ----------------------------------------------------------------------------
