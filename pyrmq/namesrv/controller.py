@@ -48,7 +48,9 @@ class NamesrvController:
         self.kv_config = KVConfigManager(config.kv_config_path)
         self.config_persister = ConfigPersister()
         self.kv_config.persister = self.config_persister
-        self.server = RemotingServer(build_processors(self), config.bind_address, config.listen_port,
+        processors = build_processors(config=config, routes=self.route_info, kv=self.kv_config,
+                                      persister=self.config_persister)
+        self.server = RemotingServer(processors, config.bind_address, config.listen_port,
                                      name="namesrv", on_channel=self._on_channel,
                                      idle_timeout=config.server_channel_max_idle_time_seconds,
                                      frame_timeout=config.partial_frame_timeout_seconds)

@@ -19,7 +19,10 @@ from pyrmq.remoting.dispatch import ProcessorTable, RequestError
 from pyrmq.remoting.headers import optional_bool, optional_int, required_int, required_str
 
 if TYPE_CHECKING:
-    from pyrmq.namesrv.controller import NamesrvController
+    from pyrmq.common.persister import ConfigPersister
+    from pyrmq.namesrv.controller import NamesrvConfig
+    from pyrmq.namesrv.kv_config import KVConfigManager
+    from pyrmq.namesrv.route_info import RouteInfoManager
 
 log = logging.getLogger(__name__)
 
@@ -79,9 +82,9 @@ def decode_compressed_register_body(data: bytes) -> dict[str, Any]:
             "filterServerList": filter_servers or []}
 
 
-def build_processors(ctl: NamesrvController) -> ProcessorTable:
-    routes = ctl.route_info
-    kv = ctl.kv_config
+def build_processors(*, config: NamesrvConfig, routes: RouteInfoManager, kv: KVConfigManager,
+                     persister: ConfigPersister) -> ProcessorTable:
+    """The NameServer's processors over the route table, the KV table and their persister."""
     table = ProcessorTable("namesrv")
 
     def register_broker(channel: Channel, request: RemotingCommand) -> RemotingCommand:
@@ -137,7 +140,7 @@ def build_processors(ctl: NamesrvController) -> ProcessorTable:
         if route is None:
             return request.response(ResponseCode.TOPIC_NOT_EXIST,
                                     f"No topic route info in name server for the topic: {topic}{FAQ_URL}")
-        if ctl.config.order_message_enable:
+        if config.order_message_enable:
             order_conf = kv.get(ORDER_TOPIC_CONFIG_NAMESPACE, topic)
             if order_conf:
                 route["orderTopicConf"] = order_conf
@@ -168,7 +171,7 @@ def build_processors(ctl: NamesrvController) -> ProcessorTable:
 
     def put_kv(channel: Channel, request: RemotingCommand) -> RemotingCommand | Deferred:
         kv.put(required_str(request, "namespace"), required_str(request, "key"), required_str(request, "value"))
-        return ctl.config_persister.answer_when_written(request, kv.path.name)
+        return persister.answer_when_written(request, kv.path.name)
 
     def get_kv(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         namespace = required_str(request, "namespace")
@@ -181,7 +184,7 @@ def build_processors(ctl: NamesrvController) -> ProcessorTable:
 
     def delete_kv(channel: Channel, request: RemotingCommand) -> RemotingCommand | Deferred:
         kv.delete(required_str(request, "namespace"), required_str(request, "key"))
-        return ctl.config_persister.answer_when_written(request, kv.path.name)
+        return persister.answer_when_written(request, kv.path.name)
 
     def kv_list(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         namespace = required_str(request, "namespace")
@@ -191,7 +194,7 @@ def build_processors(ctl: NamesrvController) -> ProcessorTable:
         return request.response(ResponseCode.SUCCESS, body=KVTable(table_).encode())
 
     def get_config(channel: Channel, request: RemotingCommand) -> RemotingCommand:
-        text = "".join(f"{k}={v}\n" for k, v in sorted(ctl.config.as_properties().items()))
+        text = "".join(f"{k}={v}\n" for k, v in sorted(config.as_properties().items()))
         return request.response(ResponseCode.SUCCESS, body=text.encode())
 
     table.register(RequestCode.REGISTER_BROKER, register_broker)
