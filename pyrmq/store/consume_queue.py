@@ -237,7 +237,9 @@ class ConsumeQueue:
             mfq.set_positions(0)
 
     def correct_min_offset(self, phy_min_offset: int) -> None:
-        """Set the min offset to the first unit whose record is still in the CommitLog."""
+        """Set the min offset to the first unit of the first file whose record is still in the
+        CommitLog; as Apache's correctMinOffset, leave it where it was when there is none (a
+        queue nobody wrote to since the commit log moved on keeps its min offset)."""
         mf = self.mapped_file_queue.first_mapped_file()
         if mf is None:
             return
@@ -248,8 +250,6 @@ class ConsumeQueue:
             if offset >= phy_min_offset:
                 self.min_logic_offset = mf.file_from_offset + i * _UNIT
                 return
-        # nothing readable in the first file: readers start after it
-        self.min_logic_offset = max(self.min_logic_offset, mf.file_from_offset + len(buf))
 
     # ------------------------------------------------------------------ lifecycle
 

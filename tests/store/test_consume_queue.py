@@ -96,6 +96,9 @@ def test_correct_min_offset(tmp_path):
         cq.put_unit(i * 100, 100, 0, i)
     cq.correct_min_offset(200)
     assert cq.get_min_offset_in_queue() == 2
+    # no unit of the first file is still in the commit log: unchanged, as Apache's correctMinOffset
+    cq.correct_min_offset(10_000)
+    assert cq.get_min_offset_in_queue() == 2
     cq.close()
 
 
