@@ -461,6 +461,19 @@ LOGBACK_TEMPLATE = """<configuration>
 """
 
 
+
+def apache_broker_extras(store_dir: Path) -> dict[str, str]:
+    """broker.conf keys every Apache broker of the harness gets besides the shared ones."""
+    return {
+        # Apache's default is ~/store/commitlog whatever storePathRootDir says.
+        "storePathCommitLog": str(store_dir / "commitlog"),
+        # Do not refuse writes with "broker busy" on a loaded 2-core machine: the defaults
+        # (200 ms in the send queue, 1 s per page-cache write) are tuned for servers.
+        "waitTimeMillsInSendQueue": "5000",
+        "osPageCacheBusyTimeOutMills": "5000",
+        "diskMaxUsedSpaceRatio": "95",
+    }
+
 class ApacheServer(TwoProcessServer):
     """Apache RocketMQ's NamesrvStartup and BrokerStartup from the Maven Central jars."""
 
@@ -485,15 +498,7 @@ class ApacheServer(TwoProcessServer):
         self.namesrv_conf = config.workdir / "namesrv.conf"
         self.namesrv_conf.write_text(f"listenPort={config.ports.namesrv}\n")
         self.broker_conf = config.workdir / "broker.conf"
-        self.broker_conf.write_text(config.broker_conf({
-            # Apache's default is ~/store/commitlog whatever storePathRootDir says.
-            "storePathCommitLog": str(config.store_dir / "commitlog"),
-            # Do not refuse writes with "broker busy" on a loaded 2-core machine: the defaults
-            # (200 ms in the send queue, 1 s per page-cache write) are tuned for servers.
-            "waitTimeMillsInSendQueue": "5000",
-            "osPageCacheBusyTimeOutMills": "5000",
-            "diskMaxUsedSpaceRatio": "95",
-        }))
+        self.broker_conf.write_text(config.broker_conf(apache_broker_extras(config.store_dir)))
         self.namesrv_out = config.workdir / "namesrv.out"
         self.broker_out = config.workdir / "broker.out"
 
@@ -577,9 +582,7 @@ class TwoBrokerCluster:
         for cfg in self.configs.values():
             extra = {}
             if kind == "apache":
-                extra = {"storePathCommitLog": str(cfg.store_dir / "commitlog"),
-                         "waitTimeMillsInSendQueue": "5000", "osPageCacheBusyTimeOutMills": "5000",
-                         "diskMaxUsedSpaceRatio": "95"}
+                extra = apache_broker_extras(cfg.store_dir)
                 conf_dir = cfg.home / "conf"
                 conf_dir.mkdir(parents=True, exist_ok=True)
                 (conf_dir / "logback_broker.xml").write_text(
