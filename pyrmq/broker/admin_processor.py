@@ -38,8 +38,8 @@ def register_admin_processors(table: ProcessorTable, *, loaded_config: LoadedCon
                               topics: TopicConfigManager, offsets: ConsumerOffsetManager,
                               persister: ConfigPersister, stats: BrokerStats, boot_timestamp_ms: int) -> None:
     """Register the offset-query and topic-administration processors over the services they use."""
-    config = loaded_config.broker
-    is_slave = config.broker_role is BrokerRole.SLAVE
+    broker = loaded_config.broker
+    is_slave = broker.broker_role is BrokerRole.SLAVE
 
     def queue_offset_query(method, key: str):
         def process(channel: Channel, request: RemotingCommand) -> RemotingCommand:
@@ -125,7 +125,7 @@ def register_admin_processors(table: ProcessorTable, *, loaded_config: LoadedCon
         for queue_id in range(config.write_queue_nums):
             max_offset = store.get_max_offset_in_queue(topic, queue_id)
             last = store.get_message_store_timestamp(topic, queue_id, max_offset - 1) if max_offset > 0 else 0
-            offset_table[MessageQueue(topic, config.broker_name, queue_id)] = TopicOffset(
+            offset_table[MessageQueue(topic, broker.broker_name, queue_id)] = TopicOffset(
                 store.get_min_offset_in_queue(topic, queue_id), max_offset, max(0, last))
         return request.response(ResponseCode.SUCCESS, body=TopicStatsTable(offset_table).encode())
 

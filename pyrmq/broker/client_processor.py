@@ -83,8 +83,8 @@ def register_client_processors(table: ProcessorTable, *, config: BrokerConfig, c
             producers.unregister_producer(producer_group, channel)
         consumer_group = optional_str(request, "consumerGroup")
         if consumer_group:
-            config = groups.table.get(consumer_group)
-            notify = config is None or config.notify_consumer_ids_changed_enable
+            group_config = groups.table.get(consumer_group)
+            notify = group_config is None or group_config.notify_consumer_ids_changed_enable
             consumers.unregister_consumer(consumer_group, channel, notify)
         return request.response(ResponseCode.SUCCESS)
 

@@ -149,3 +149,26 @@ async def test_queue_offset_queries(cluster):
         found = await inv(cluster.broker_addr, make_request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
                                                             {**header, "timestamp": str(first_time)}))
         assert found.ext_fields == {"offset": "0"}
+
+
+async def test_topic_stats_runtime_info_and_broker_config(cluster):
+    """The admin answers mqadmin reads: per-queue offsets under this broker's name, live figures."""
+    from pyrmq.codec.admin_bodies import TopicStatsTable
+
+    addr = cluster.broker_addr
+    with trio.fail_after(10):
+        for body in (b"a", b"b", b"c"):
+            assert (await send(cluster.client, addr, "TopicStats", body, queue_id=1)).code == 0
+        resp = await cluster.client.invoke(
+            addr, make_request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": "TopicStats"}), timeout=5)
+        assert resp.code == 0, resp.remark
+        table = TopicStatsTable.decode(resp.body).offset_table
+        by_queue = {mq.queue_id: (mq.topic, mq.broker_name, o.min_offset, o.max_offset) for mq, o in table.items()}
+        assert by_queue[1] == ("TopicStats", "broker-a", 0, 3)
+        assert by_queue[0] == ("TopicStats", "broker-a", 0, 0)
+        resp = await cluster.client.invoke(addr, make_request(RequestCode.GET_BROKER_RUNTIME_INFO), timeout=5)
+        assert resp.code == 0, resp.remark
+        table = fastjson.loads(resp.body)["table"]
+        assert int(table["msgPutTotalTodayNow"]) >= 3 and int(table["bootTimestamp"]) > 0
+        resp = await cluster.client.invoke(addr, make_request(RequestCode.GET_BROKER_CONFIG), timeout=5)
+        assert resp.code == 0 and b"brokerName=broker-a\n" in resp.body
