@@ -85,6 +85,12 @@ class CommitLog:
         return self.mapped_file_queue.max_offset()
 
     @property
+    def committed_offset(self) -> int:
+        """The end of completely written data: ``max_offset`` as every append, replicated
+        append and truncation publishes it, read in O(1) on the send path."""
+        return self.mapped_file_queue.committed_where
+
+    @property
     def min_offset(self) -> int:
         return self.mapped_file_queue.min_offset()
 

@@ -49,24 +49,29 @@ class ConsumeQueueDispatcher:
         # (delay level, store timestamp) -> tagsCode, set by the broker's schedule service
         self.schedule_tags_code: Callable[[int, int], int] | None = None
 
-    def _tags_code(self, request: RecordInfo) -> int:
-        if request.topic != SCHEDULE_TOPIC or self.schedule_tags_code is None:
-            return request.tags_code
+    def _schedule_tags_code(self, request: RecordInfo) -> int:
         level = property_value(request.properties_string, _DELAY)
+        if not level or self.schedule_tags_code is None:
+            return request.tags_code
         try:
-            return self.schedule_tags_code(int(level), request.store_timestamp) if level else request.tags_code
+            return self.schedule_tags_code(int(level), request.store_timestamp)
         except ValueError:
             return request.tags_code
 
     def dispatch(self, request: RecordInfo) -> None:
+        # (once per message: the common case is a dict hit and one put, nothing else)
         if request.sys_flag & _TRANSACTION_MASK not in _QUEUED_TYPES:
             return
-        try:
-            cq = self.queues.find_or_create(request.topic, request.queue_id)
-        except StoreError as exc:   # a record no broker could have written: keep it out of any path
-            log.warning("not dispatching record at %d: %s", request.commit_log_offset, exc)
-            return
-        cq.put_unit(request.commit_log_offset, request.size, self._tags_code(request), request.queue_offset)
+        topic = request.topic
+        cq = self.queues.queues.get((topic, request.queue_id))
+        if cq is None:
+            try:
+                cq = self.queues.find_or_create(topic, request.queue_id)
+            except StoreError as exc:   # a record no broker could have written: keep it out of any path
+                log.warning("not dispatching record at %d: %s", request.commit_log_offset, exc)
+                return
+        tags_code = self._schedule_tags_code(request) if topic == SCHEDULE_TOPIC else request.tags_code
+        cq.put_unit(request.commit_log_offset, request.size, tags_code, request.queue_offset)
         if self.checkpoint is not None:
             self.checkpoint.logics_msg_timestamp = request.store_timestamp
 
@@ -117,7 +122,15 @@ class ReputService:
             for call in calls:
                 call(request)
             self.reput_from_offset = request.commit_log_offset + request.size
-        self.reput_from_offset = self.commit_log.max_offset
+
+    def dispatch_appended_one(self, begin_offset: int, request: RecordInfo) -> None:
+        """:meth:`dispatch_appended` for the one record of a single put (no sequence built)."""
+        if self.reput_from_offset != begin_offset:
+            self.do_reput()
+            return
+        for call in self._dispatch_calls:
+            call(request)
+        self.reput_from_offset = request.commit_log_offset + request.size
 
     def do_reput(self, check_crc: bool = False) -> WalkEnd:
         """Walk and dispatch the stored records from ``reput_from_offset`` to the end.

@@ -239,13 +239,13 @@ class DefaultMessageStore:
         status = self._check(msg)
         if status is not None:
             return PutMessageResult(status, None)
-        begin = self._commit_log.max_offset
+        begin = self._commit_log.committed_offset
         try:
             result, request = self._commit_log.append_message(msg)
         except AppendError as e:
             log.warning("put_message to %s rejected: %s", msg.topic, e)
             return PutMessageResult(e.status, None)
-        self.reput.dispatch_appended(begin, (request,))
+        self.reput.dispatch_appended_one(begin, request)
         return PutMessageResult(PutMessageStatus.PUT_OK, result)
 
     def put_messages(self, batch: MessageExtBatch) -> PutMessageResult:
@@ -257,7 +257,7 @@ class DefaultMessageStore:
         delay = string_to_properties(batch.properties_string).get(MessageConst.PROPERTY_DELAY_TIME_LEVEL)
         if delay and delay.strip().lstrip("-").isdigit() and int(delay) > 0:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, None)
-        begin = self._commit_log.max_offset
+        begin = self._commit_log.committed_offset
         try:
             result, requests = self._commit_log.append_batch(batch)
         except AppendError as e:

@@ -88,6 +88,9 @@ def test_append_data_dispatches_exactly_as_puts_do(master, tmp_path):
                 pos += n
         assert slave.get_max_phy_offset() == store.get_max_phy_offset()
         assert slave.reput.reput_from_offset == store.reput.reput_from_offset
+        # the send path's O(1) end offset agrees with the file list's
+        assert slave.commit_log.committed_offset == slave.get_max_phy_offset()
+        assert store.commit_log.committed_offset == store.get_max_phy_offset()
         # every dispatcher saw the same requests in the same order: held pulls, index, queues
         assert slave_recorder.calls == master_recorder.calls
         store.flush_consume_queues()
@@ -163,6 +166,7 @@ def test_recovery_replays_through_the_same_dispatchers(master, tmp_path, abnorma
         assert recorder.calls == master_recorder.calls
         assert len(queued) == len(master_recorder.calls) - 1
         assert again.reput.reput_from_offset == again.get_max_phy_offset()
+        assert again.commit_log.committed_offset == again.get_max_phy_offset()
         assert cq_files(copy) == cq_files(Path(store.config.store_path_root_dir))
     finally:
         again.shutdown()
