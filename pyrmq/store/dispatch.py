@@ -123,15 +123,6 @@ class ReputService:
                 call(request)
             self.reput_from_offset = request.commit_log_offset + request.size
 
-    def dispatch_appended_one(self, begin_offset: int, request: RecordInfo) -> None:
-        """:meth:`dispatch_appended` for the one record of a single put (no sequence built)."""
-        if self.reput_from_offset != begin_offset:
-            self.do_reput()
-            return
-        for call in self._dispatch_calls:
-            call(request)
-        self.reput_from_offset = request.commit_log_offset + request.size
-
     def do_reput(self, check_crc: bool = False) -> WalkEnd:
         """Walk and dispatch the stored records from ``reput_from_offset`` to the end.
 

@@ -245,7 +245,7 @@ class DefaultMessageStore:
         except AppendError as e:
             log.warning("put_message to %s rejected: %s", msg.topic, e)
             return PutMessageResult(e.status, None)
-        self.reput.dispatch_appended_one(begin, request)
+        self.reput.dispatch_appended(begin, (request,))
         return PutMessageResult(PutMessageStatus.PUT_OK, result)
 
     def put_messages(self, batch: MessageExtBatch) -> PutMessageResult:
