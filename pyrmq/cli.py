@@ -69,7 +69,8 @@ def embedded_namesrv_config(loaded: LoadedConfig, port: int) -> NamesrvConfig:
     return NamesrvConfig(listen_port=port, bind_address=broker.bind_address,
                          kv_config_path=str(Path(loaded.store.store_path_root_dir) / "namesrv" / "kvConfig.json"),
                          server_channel_max_idle_time_seconds=broker.server_channel_max_idle_time_seconds,
-                         partial_frame_timeout_seconds=broker.partial_frame_timeout_seconds)
+                         partial_frame_timeout_seconds=broker.partial_frame_timeout_seconds,
+                         server_channel_write_timeout_seconds=broker.server_channel_write_timeout_seconds)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,6 +19,7 @@ import logging
 
 import trio
 
+from pyrmq.common.guard import ServiceGuard
 from pyrmq.store.mapped_file_queue import MappedFileQueue
 from pyrmq.store.message_store import DefaultMessageStore
 
@@ -70,11 +71,13 @@ class AllocateService:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         self.store.commit_log.mapped_file_queue.on_new_file = self.request_scan
         task_status.started()
+        guard = ServiceGuard("mapped file preallocation", log)
         try:
             while True:
-                queues = self.queues_to_prepare()
-                if queues:
-                    self.prepared_files += await trio.to_thread.run_sync(self.prepare, queues)
+                with guard.round():
+                    queues = self.queues_to_prepare()
+                    if queues:
+                        self.prepared_files += await trio.to_thread.run_sync(self.prepare, queues)
                 with trio.move_on_after(SCAN_INTERVAL_S):
                     await self._wake.wait()
                 self._wake = trio.Event()

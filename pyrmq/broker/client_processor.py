@@ -16,6 +16,7 @@ from pyrmq.broker.client_manager import (
     SubscriptionData,
     enum_name,
 )
+from pyrmq.broker.offsets_and_groups import checked_group, required_group
 from pyrmq.broker.topic_config import PERM_READ, PERM_WRITE, retry_topic
 from pyrmq.codec import fastjson
 from pyrmq.codec.admin_bodies import ConsumerIdList, LockBatchResult, MessageQueue
@@ -57,7 +58,7 @@ def register_client_processors(table: ProcessorTable, *, config: BrokerConfig, c
             return ClientChannelInfo(channel, client_id, request.language, request.version, now_ms)
 
         for consumer in data.get("consumerDataSet") or []:
-            group = str(consumer.get("groupName") or "")
+            group = checked_group(str(consumer.get("groupName") or ""))
             group_config = groups.find(group)
             if group_config is None:
                 continue
@@ -73,7 +74,7 @@ def register_client_processors(table: ProcessorTable, *, config: BrokerConfig, c
                 subscriptions,
                 group_config.notify_consumer_ids_changed_enable and config.notify_consumer_ids_changed_enable)
         for producer in data.get("producerDataSet") or []:
-            producers.register_producer(str(producer.get("groupName") or ""), client_info())
+            producers.register_producer(checked_group(str(producer.get("groupName") or "")), client_info())
         return request.response(ResponseCode.SUCCESS)
 
     def unregister_client(channel: Channel, request: RemotingCommand) -> RemotingCommand:
@@ -89,7 +90,7 @@ def register_client_processors(table: ProcessorTable, *, config: BrokerConfig, c
         return request.response(ResponseCode.SUCCESS)
 
     def consumer_list(channel: Channel, request: RemotingCommand) -> RemotingCommand:
-        group = required_str(request, "consumerGroup")
+        group = required_group(request)
         info = consumers.groups.get(group)
         ids = info.client_ids() if info is not None else []
         if not ids:
@@ -97,7 +98,7 @@ def register_client_processors(table: ProcessorTable, *, config: BrokerConfig, c
         return request.response(ResponseCode.SUCCESS, body=ConsumerIdList(tuple(ids)).encode())
 
     def query_consumer_offset(channel: Channel, request: RemotingCommand) -> RemotingCommand:
-        group = required_str(request, "consumerGroup")
+        group = required_group(request)
         topic = required_str(request, "topic")
         queue_id = required_int(request, "queueId")
         offset = offsets.query_offset(group, topic, queue_id)
@@ -112,7 +113,7 @@ def register_client_processors(table: ProcessorTable, *, config: BrokerConfig, c
                                 "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
 
     def update_consumer_offset(channel: Channel, request: RemotingCommand) -> RemotingCommand:
-        offsets.commit_offset(required_str(request, "consumerGroup"), required_str(request, "topic"),
+        offsets.commit_offset(required_group(request), required_str(request, "topic"),
                               required_int(request, "queueId"), required_int(request, "commitOffset"))
         return request.response(ResponseCode.SUCCESS)
 
@@ -120,7 +121,7 @@ def register_client_processors(table: ProcessorTable, *, config: BrokerConfig, c
         try:
             body = fastjson.loads(request.body or b"{}")
             mqs = [(str(mq["topic"]), str(mq["brokerName"]), int(mq["queueId"])) for mq in body.get("mqSet") or []]
-            return str(body["consumerGroup"]), str(body["clientId"]), mqs, body.get("mqSet") or []
+            return checked_group(str(body["consumerGroup"])), str(body["clientId"]), mqs, body.get("mqSet") or []
         except (ProtocolError, KeyError, TypeError, ValueError, AttributeError) as exc:
             raise RequestError(ResponseCode.SYSTEM_ERROR, f"malformed lock body: {exc}") from None
 

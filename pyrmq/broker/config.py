@@ -70,6 +70,8 @@ class BrokerConfig:
     server_channel_max_idle_time_seconds: int = 120
     # pyrmq's own: a frame whose first bytes arrived must be complete within this many seconds.
     partial_frame_timeout_seconds: int = 30
+    # pyrmq's own: a peer that takes no part of its answers for this many seconds is disconnected.
+    server_channel_write_timeout_seconds: int = 30
     notify_consumer_ids_changed_enable: bool = True
     channel_expired_timeout: int = 120_000
     flush_consumer_offset_interval: int = 5000

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pyrmq.broker.offsets_and_groups import required_group
 from pyrmq.codec.admin_bodies import (
     Connection,
     ConsumeStats,
@@ -38,7 +39,7 @@ def register_consumer_admin_processors(table: ProcessorTable, *, broker_name: st
     """Register the consume-stats, connection and offset-reset processors over the services they use."""
 
     def consume_stats(channel: Channel, request: RemotingCommand) -> RemotingCommand:
-        group = required_str(request, "consumerGroup")
+        group = required_group(request)
         topic = optional_str(request, "topic")
         if topic:
             topic_list = [topic]
@@ -61,7 +62,7 @@ def register_consumer_admin_processors(table: ProcessorTable, *, broker_name: st
         return request.response(ResponseCode.SUCCESS, body=ConsumeStats(offset_table).encode())
 
     def connection_list(channel: Channel, request: RemotingCommand) -> RemotingCommand:
-        group = required_str(request, "consumerGroup")
+        group = required_group(request)
         info = consumers.groups.get(group)
         if info is None or not info.channels:
             return request.response(ResponseCode.CONSUMER_NOT_ONLINE, "the consumer group not online")
@@ -73,7 +74,7 @@ def register_consumer_admin_processors(table: ProcessorTable, *, broker_name: st
 
     def reset_offset(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         topic = required_str(request, "topic")
-        group = required_str(request, "group")
+        group = required_group(request, "group")
         timestamp = required_int(request, "timestamp")
         is_force = optional_bool(request, "isForce")
         config = topics.select(topic)

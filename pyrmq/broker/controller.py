@@ -26,6 +26,7 @@ from pyrmq.broker.send_processor import SendMessageProcessor
 from pyrmq.broker.store_clean_task import StoreCleanTask
 from pyrmq.broker.topic_config import TopicConfigManager
 from pyrmq.codec.codes import RequestCode
+from pyrmq.common.guard import ServiceGuard
 from pyrmq.common.persister import ConfigPersister
 from pyrmq.remoting.channel import Channel
 from pyrmq.remoting.client import RemotingClient
@@ -92,7 +93,8 @@ class BrokerController:
         self.store.add_dispatcher(self.pull_processor.hold_service)
         self.processors = self._build_processors()
         deadlines = {"idle_timeout": self.config.server_channel_max_idle_time_seconds,
-                     "frame_timeout": self.config.partial_frame_timeout_seconds}
+                     "frame_timeout": self.config.partial_frame_timeout_seconds,
+                     "write_timeout": self.config.server_channel_write_timeout_seconds}
         self.server = RemotingServer(self.processors, self.config.bind_address, self.config.listen_port,
                                      name="broker", max_frame_bytes=self.config.max_frame_bytes,
                                      on_channel=self._on_channel, **deadlines)
@@ -222,12 +224,15 @@ class BrokerController:
     async def _housekeeping(self) -> None:
         last_scan = trio.current_time()
         interval = self.config.flush_consumer_offset_interval / 1000
+        guard = ServiceGuard("consumer offset persistence and client scan", log)
         while True:
             await trio.sleep(interval)
-            self.consumer_offset_manager.persist_if_dirty()
-            if trio.current_time() - last_scan >= CLIENT_SCAN_INTERVAL_S:
-                last_scan = trio.current_time()
-                for channel in set(self.consumer_manager.scan_not_active() + self.producer_manager.scan_not_active()):
-                    log.info("closing idle client channel %s (no heartbeat for %d ms)",
-                             channel.remote_addr, self.config.channel_expired_timeout)
-                    channel.close()
+            with guard.round():
+                self.consumer_offset_manager.persist_if_dirty()
+                if trio.current_time() - last_scan >= CLIENT_SCAN_INTERVAL_S:
+                    last_scan = trio.current_time()
+                    for channel in set(self.consumer_manager.scan_not_active()
+                                       + self.producer_manager.scan_not_active()):
+                        log.info("closing idle client channel %s (no heartbeat for %d ms)",
+                                 channel.remote_addr, self.config.channel_expired_timeout)
+                        channel.close()

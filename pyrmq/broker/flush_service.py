@@ -17,9 +17,14 @@ from collections import deque
 
 import trio
 
+from pyrmq.common.guard import ServiceGuard
 from pyrmq.store.message_store import DefaultMessageStore, FlushDiskType, MessageStoreConfig
 
 log = logging.getLogger(__name__)
+
+# After a failed group commit (EIO, ENOSPC on a file system that allocates at writeback), the
+# waiting sends are flushed again this often until their syncFlushTimeout.
+FLUSH_RETRY_S = 0.05
 
 
 class _FlushWaiter:
@@ -80,41 +85,56 @@ class FlushService:
             nursery.start_soon(self._consume_queue_loop)
 
     async def _group_commit_loop(self) -> None:
+        guard = ServiceGuard("group commit (SYNC_FLUSH)", log)
         while True:
             await self._wake.wait()
             self._wake = trio.Event()
-            while self._waiters:
-                # Everything queued until now rides on this one flush.
-                flushed = await trio.to_thread.run_sync(self.store.flush_commit_log)
-                self.group_commits += 1
-                pending: deque[_FlushWaiter] = deque()
-                for waiter in self._waiters:
-                    if waiter.gone:
-                        continue
-                    if flushed >= waiter.next_offset:
-                        waiter.flushed = True
-                        waiter.event.set()
-                    else:
-                        pending.append(waiter)
-                self._waiters = pending
-                if pending:
-                    await trio.sleep(0.001)
+            with guard.round():
+                await self._commit_waiters()
+            # Waiters left means the flush failed: retried until each one's own deadline passes
+            # (then it is answered FLUSH_DISK_TIMEOUT and marked gone).
+            self._waiters = deque(w for w in self._waiters if not w.gone)
+            if self._waiters:
+                await trio.sleep(FLUSH_RETRY_S)
+                self._wake.set()
+
+    async def _commit_waiters(self) -> None:
+        while self._waiters:
+            # Everything queued until now rides on this one flush.
+            flushed = await trio.to_thread.run_sync(self.store.flush_commit_log)
+            self.group_commits += 1
+            pending: deque[_FlushWaiter] = deque()
+            for waiter in self._waiters:
+                if waiter.gone:
+                    continue
+                if flushed >= waiter.next_offset:
+                    waiter.flushed = True
+                    waiter.event.set()
+                else:
+                    pending.append(waiter)
+            self._waiters = pending
+            if pending:
+                await trio.sleep(0.001)
 
     async def _periodic_commit_log_loop(self) -> None:
         cfg = self.config
         pages = _LeastPages(cfg.flush_commit_log_least_pages, cfg.flush_commit_log_thorough_interval)
         interval = cfg.flush_interval_commit_log / 1000
+        guard = ServiceGuard("commit log flush", log)
         while True:
             await trio.sleep(interval)
-            await trio.to_thread.run_sync(self.store.flush_commit_log, pages.now())
+            with guard.round():
+                await trio.to_thread.run_sync(self.store.flush_commit_log, pages.now())
 
     async def _consume_queue_loop(self) -> None:
         cfg = self.config
         pages = _LeastPages(cfg.flush_consume_queue_least_pages, cfg.flush_consume_queue_thorough_interval)
         interval = cfg.flush_interval_consume_queue / 1000
+        guard = ServiceGuard("consume queue flush", log)
         while True:
             await trio.sleep(interval)
-            await trio.to_thread.run_sync(self.store.flush_consume_queues, pages.now())
+            with guard.round():
+                await trio.to_thread.run_sync(self.store.flush_consume_queues, pages.now())
 
     def fail_waiters(self) -> None:
         """Forget every waiter (shutdown; may run in a worker thread, so no event is set here):

@@ -13,6 +13,7 @@ import trio
 from pyrmq.codec import fastjson
 from pyrmq.codec.codes import RequestCode, ResponseCode
 from pyrmq.codec.remoting import make_request
+from pyrmq.common.guard import ServiceGuard
 from pyrmq.remoting.channel import ChannelClosedError, RemotingTimeoutError
 from pyrmq.remoting.client import RemotingClient
 
@@ -82,10 +83,13 @@ class NamesrvRegistration:
 
     async def run(self, client: RemotingClient, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         period = min(max(self.ctl.config.register_name_server_period, 10_000), 60_000) / 1000
-        await self.register_all(client)
+        guard = ServiceGuard("NameServer registration", log)
+        with guard.round():
+            await self.register_all(client)
         task_status.started()
         while True:
             with trio.move_on_after(period):
                 await self._wake.wait()
             self._wake = trio.Event()
-            await self.register_all(client)
+            with guard.round():
+                await self.register_all(client)

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pyrmq.broker.config_table import OffsetTableFile, VersionedConfigTable
+from pyrmq.broker.topic_config import VALID_NAME
+from pyrmq.codec.codes import ResponseCode
+from pyrmq.codec.remoting import RemotingCommand
+from pyrmq.remoting.dispatch import RequestError
+from pyrmq.remoting.headers import required_str
 
 log = logging.getLogger(__name__)
 
 TOPIC_GROUP_SEPARATOR = "@"
 GROUP_MAX_LENGTH = 255
-_VALID_NAME = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 
 # Groups every Apache broker creates at start (spec/message.md section 10.1).
 SYSTEM_GROUPS = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP")
@@ -27,9 +30,23 @@ def validate_group(group: str | None) -> str | None:
         return "The specified group is blank."
     if len(group) > GROUP_MAX_LENGTH:
         return f"The specified group is longer than group max length {GROUP_MAX_LENGTH}."
-    if not _VALID_NAME.match(group):
+    if not VALID_NAME.fullmatch(group):
         return f"The specified group[{group}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
     return None
+
+
+def checked_group(group: str) -> str:
+    """``group`` if it is a legal name; else the request is refused with SYSTEM_ERROR and the remark
+    (the official clients check the same rule before they send: Validators.checkGroup)."""
+    remark = validate_group(group)
+    if remark is not None:
+        raise RequestError(ResponseCode.SYSTEM_ERROR, remark)
+    return group
+
+
+def required_group(request: RemotingCommand, name: str = "consumerGroup") -> str:
+    """The group named by header field ``name``, checked as ``checked_group`` does."""
+    return checked_group(required_str(request, name))
 
 
 class ConsumerOffsetManager(OffsetTableFile):

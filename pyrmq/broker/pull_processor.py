@@ -19,10 +19,12 @@ import trio
 
 from pyrmq.broker.client_manager import SUB_ALL, SubscriptionData
 from pyrmq.broker.config import BrokerConfig, BrokerRole
+from pyrmq.broker.offsets_and_groups import required_group
 from pyrmq.broker.topic_config import is_readable
 from pyrmq.codec.codes import ResponseCode
 from pyrmq.codec.message import MessageConst, RecordInfo, property_value, record_properties_string
 from pyrmq.codec.remoting import RemotingCommand
+from pyrmq.common.guard import ServiceGuard
 from pyrmq.remoting.channel import Channel
 from pyrmq.remoting.dispatch import RequestError
 from pyrmq.remoting.headers import optional_int, optional_str, required_int, required_str
@@ -152,21 +154,25 @@ class PullRequestHoldService:
                     self._answer(pull)
 
     async def _expiry_loop(self) -> None:
+        guard = ServiceGuard("held pull expiry", log)
         while True:
             await trio.sleep(HOLD_CHECK_INTERVAL_S)
-            now = trio.current_time()
-            for key in list(self._held):
-                held = self._held.pop(key)
-                keep = []
-                for pull in held:
-                    if pull.channel.closed:
-                        continue
-                    if now >= pull.deadline:
-                        self._answer(pull)
-                    else:
-                        keep.append(pull)
-                if keep:
-                    self._held.setdefault(key, []).extend(keep)
+            with guard.round():
+                self._expire(trio.current_time())
+
+    def _expire(self, now: float) -> None:
+        for key in list(self._held):
+            held = self._held.pop(key)
+            keep = []
+            for pull in held:
+                if pull.channel.closed:
+                    continue
+                if now >= pull.deadline:
+                    self._answer(pull)
+                else:
+                    keep.append(pull)
+            if keep:
+                self._held.setdefault(key, []).extend(keep)
 
     def _answer(self, pull: _HeldPull) -> None:
         """Re-run a held pull without suspension and send its answer; never raises."""
@@ -212,7 +218,7 @@ class PullMessageProcessor:
     def process_request(self, channel: Channel, request: RemotingCommand,
                         allow_suspend: bool) -> RemotingCommand | None:
         config = self.config
-        group = required_str(request, "consumerGroup")
+        group = required_group(request)
         topic = required_str(request, "topic")
         queue_id = required_int(request, "queueId")
         queue_offset = required_int(request, "queueOffset")

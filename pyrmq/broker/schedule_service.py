@@ -15,6 +15,7 @@ import trio
 
 from pyrmq.broker.config_table import OffsetTableFile
 from pyrmq.codec.message import MessageConst, tags_string_to_tags_code
+from pyrmq.common.guard import ServiceGuard
 from pyrmq.store.message_store import MessageExtBrokerInner, PutMessageStatus
 
 if TYPE_CHECKING:
@@ -104,12 +105,14 @@ class ScheduleMessageService:
 
     async def run(self) -> None:
         last_persist = trio.current_time()
+        guard = ServiceGuard("delayed message delivery", log)
         while True:
             await trio.sleep(TICK_S)
-            self.deliver_due(int(time.time() * 1000), trio.current_time())
-            if self.offsets.dirty and trio.current_time() - last_persist >= PERSIST_INTERVAL_S:
-                last_persist = trio.current_time()
-                self.offsets.persist_if_dirty()
+            with guard.round():
+                self.deliver_due(int(time.time() * 1000), trio.current_time())
+                if self.offsets.dirty and trio.current_time() - last_persist >= PERSIST_INTERVAL_S:
+                    last_persist = trio.current_time()
+                    self.offsets.persist_if_dirty()
 
     def deliver_due(self, now_ms: int, now: float) -> int:
         """Re-put every parked message whose time has come; returns how many were delivered.

@@ -11,6 +11,7 @@ import random
 from typing import TYPE_CHECKING
 
 from pyrmq.broker.config import BrokerRole
+from pyrmq.broker.offsets_and_groups import required_group
 from pyrmq.broker.schedule_service import redirect_to_schedule
 from pyrmq.broker.topic_config import (
     DLQ_GROUP_TOPIC_PREFIX,
@@ -30,10 +31,11 @@ from pyrmq.codec.message import (
     tags_string_to_tags_code,
 )
 from pyrmq.codec.remoting import RemotingCommand
+from pyrmq.codec.text import parse_java_int
 from pyrmq.remoting.channel import Channel
 from pyrmq.remoting.deferred import Deferred
 from pyrmq.remoting.dispatch import RequestError
-from pyrmq.remoting.headers import optional_bool, optional_int, required_int, required_str
+from pyrmq.remoting.headers import optional_bool, optional_int, required_int
 from pyrmq.store.message_store import (
     FlushDiskType,
     MessageExtBatch,
@@ -115,9 +117,15 @@ def _required(header: dict[str, str], name: str) -> str:
 def _required_int(header: dict[str, str], name: str) -> int:
     value = _required(header, name)
     try:
-        return int(value)
+        return parse_java_int(value)
     except ValueError:
         raise RequestError(ResponseCode.SYSTEM_ERROR, f"the custom field <{name}> is not a number") from None
+
+
+def _optional_int(header: dict[str, str], name: str, default: int) -> int:
+    """An optional number; raises ValueError when present and not a Java long in ASCII digits."""
+    value = header.get(name)
+    return parse_java_int(value) if value else default
 
 
 def _split_addr(addr: str) -> tuple[str, int]:
@@ -169,7 +177,7 @@ class SendMessageProcessor:
         except ValueError:
             born_host = ("0.0.0.0", 0)
         try:
-            reconsume_times = int(header.get(keys.reconsume_times) or 0)
+            reconsume_times = _optional_int(header, keys.reconsume_times, 0)
         except ValueError:
             reconsume_times = 0
         body = request.body if request.body is not None else b""
@@ -241,7 +249,7 @@ class SendMessageProcessor:
             else:
                 default_topic = header.get(keys.default_topic) or "TBW102"
                 try:
-                    queue_nums = int(header.get(keys.default_topic_queue_nums) or 4)
+                    queue_nums = _optional_int(header, keys.default_topic_queue_nums, 4)
                 except ValueError:
                     queue_nums = 4
                 topic_config = self.topics.create_in_send(topic, default_topic, queue_nums, topic_sys_flag)
@@ -286,7 +294,7 @@ class SendMessageProcessor:
         """CONSUMER_SEND_MSG_BACK (36): a message the consumer failed goes to %RETRY%<group> with a
         delay, or to %DLQ%<group> once it has been retried too often (spec/codes.md section 4.8)."""
         offset = required_int(request, "offset")
-        group = required_str(request, "group")
+        group = required_group(request, "group")
         delay_level = required_int(request, "delayLevel")
         group_config = self.groups.find(group)
         if group_config is None:

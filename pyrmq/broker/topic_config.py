@@ -33,7 +33,9 @@ SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 REPLY_TOPIC_POSTFIX = "REPLY_TOPIC"
 
 TOPIC_MAX_LENGTH = 127
-_VALID_NAME = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+# Topic and group names (TopicValidator.VALID_PATTERN_STR), matched whole: "$" alone would let a
+# trailing newline through.
+VALID_NAME = re.compile(r"[%|a-zA-Z0-9_-]+")
 
 # Clients may not send to these (TopicValidator.isNotAllowedSendTopic).
 NOT_ALLOWED_SEND_TOPICS = frozenset({SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC,
@@ -53,7 +55,7 @@ def validate_topic(topic: str | None) -> str | None:
     """None if ``topic`` is a legal name, else the remark Java answers with (code SYSTEM_ERROR)."""
     if not topic or not topic.strip():
         return "The specified topic is blank."
-    if not _VALID_NAME.match(topic):
+    if not VALID_NAME.fullmatch(topic):
         return f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
     if len(topic) > TOPIC_MAX_LENGTH:
         return f"The specified topic is longer than topic max length {TOPIC_MAX_LENGTH}."

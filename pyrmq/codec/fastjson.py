@@ -16,6 +16,7 @@ import math
 from typing import Any, Final
 
 from pyrmq.codec.errors import ProtocolError
+from pyrmq.codec.text import check_encodable, may_hold_surrogate
 
 # Nesting deeper than any RocketMQ body; bounds the recursion of the parser on hostile input.
 MAX_DEPTH: Final = 64
@@ -244,6 +245,8 @@ class _Parser:
             return False
         if token == "null":
             return None
+        if not token.isascii():   # int() and float() would take other scripts' digits
+            raise self.error(f"bad token {token[:20]!r}")
         try:
             return int(token)
         except ValueError:
@@ -263,14 +266,15 @@ def loads(data: str | bytes | bytearray | memoryview) -> Any:
             raise ProtocolError(f"fastjson: body is not UTF-8: {exc}") from None
     try:
         # Most bodies are plain JSON: let the C parser take them.
-        return json.loads(data)
+        result = json.loads(data)
     except (ValueError, RecursionError):
-        pass
-    parser = _Parser(data)
-    result = parser.value(0)
-    parser.skip_ws()
-    if parser.pos != len(data):
-        raise parser.error("trailing characters")
+        parser = _Parser(data)
+        result = parser.value(0)
+        parser.skip_ws()
+        if parser.pos != len(data):
+            raise parser.error("trailing characters") from None
+    if may_hold_surrogate(data):
+        check_encodable(result, "fastjson: body")
     return result
 
 

@@ -20,10 +20,16 @@ from typing import Any, Final
 import construct as cs
 
 from pyrmq.codec.errors import ProtocolError
+from pyrmq.codec.text import INT32_MAX, INT32_MIN, is_encodable, may_hold_surrogate, parse_java_int
 
 # Same default as RocketMQ's com.rocketmq.remoting.frameMaxLength: the whole frame, length word
 # included, may not exceed 16 MiB.
 MAX_FRAME_BYTES: Final = 16 * 1024 * 1024
+
+# A header (either encoding) may not exceed this.  The largest real one is a send's, bounded by
+# its properties (Apache refuses more than 32 KiB of them); PUT_KV_CONFIG carries its value here.
+# Bounds the objects one header decode can allocate, whatever the frame limit is.
+MAX_HEADER_BYTES: Final = 1024 * 1024
 
 # The ROCKETMQ binary header carries at most this many extFields entries; real headers have < 30.
 # Bounds the work done for one header, whatever its declared lengths say.
@@ -75,6 +81,9 @@ class RemotingCommand:
     language: str = "JAVA"
     version: int = CURRENT_VERSION
     serialize_type: SerializeType = SerializeType.JSON
+    # Set by the decoder for a well-formed frame whose content cannot be served (text that is not
+    # valid Unicode): the channel answers it with SYSTEM_ERROR and this remark, no processor runs.
+    invalid: str | None = None
 
     @property
     def is_response(self) -> bool:
@@ -164,19 +173,30 @@ def _json_ext_value(value: object) -> str:
 
 
 def _int_member(obj: dict[str, Any], key: str, default: int | None = None) -> int:
+    # Java reads these members into int fields: a JSON integer in range, or a string fastjson
+    # converts (ASCII digits only, see text.parse_java_int).
     value = obj.get(key, default)
     if type(value) is int:
-        return value
-    if isinstance(value, str) and value.lstrip("-").isdigit():
-        return int(value)
-    raise ProtocolError(f"JSON header member {key!r} is not an integer")
+        if INT32_MIN <= value <= INT32_MAX:
+            return value
+    elif isinstance(value, str):
+        try:
+            return parse_java_int(value, bits=32)
+        except ValueError:
+            pass
+    raise ProtocolError(f"JSON header member {key!r} is not a 32-bit integer")
 
 
 def decode_json_header(data: bytes | memoryview) -> RemotingCommand:
     try:
-        obj = json.loads(bytes(data))
+        # Decoded strictly first: json.loads(bytes) would let UTF-8-encoded surrogates through.
+        text = str(data, "utf-8")
+        obj = json.loads(text)
     except (UnicodeDecodeError, ValueError) as exc:
         raise ProtocolError(f"malformed JSON header: {exc}") from None
+    except RecursionError:
+        # json's C scanner counts its nesting against the recursion limit; a header is two deep.
+        raise ProtocolError("malformed JSON header: nesting too deep") from None
     if not isinstance(obj, dict):
         raise ProtocolError("JSON header is not an object")
     language = obj.get("language", "JAVA")
@@ -203,10 +223,31 @@ def decode_json_header(data: bytes | memoryview) -> RemotingCommand:
                 break
     else:
         raise ProtocolError("JSON header member 'extFields' is not an object")
-    return RemotingCommand(
+    cmd = RemotingCommand(
         code=_int_member(obj, "code"), opaque=_int_member(obj, "opaque", 0),
         flag=_int_member(obj, "flag", 0), remark=remark, ext_fields=ext, language=language,
         version=_int_member(obj, "version", 0), serialize_type=SerializeType.JSON)
+    if may_hold_surrogate(text):
+        cmd.invalid = _unencodable_member(cmd)
+    return cmd
+
+
+def _unencodable_member(cmd: RemotingCommand) -> str | None:
+    """Why the header's text cannot be served, or None.  A lone surrogate is valid JSON and a
+    valid Java string, but it can never be written back as UTF-8 (responses, config files, the
+    commit log), so the request is refused before any processor keeps it."""
+    if not is_encodable(cmd.language):
+        cmd.language = "OTHER"
+        return "the language member is not valid Unicode text (lone UTF-16 surrogate)"
+    if cmd.remark is not None and not is_encodable(cmd.remark):
+        cmd.remark = None
+        return "the remark is not valid Unicode text (lone UTF-16 surrogate)"
+    for key, value in (cmd.ext_fields or {}).items():
+        if not is_encodable(key) or not is_encodable(value):
+            cmd.ext_fields = {}
+            return (f"the header field {key.encode('utf-8', 'backslashreplace').decode('ascii')[:64]!r} "
+                    "is not valid Unicode text (lone UTF-16 surrogate)")
+    return None
 
 
 _quote = json.encoder.encode_basestring   # the C escaper; non-ASCII stays raw, as fastjson writes it
@@ -385,6 +426,8 @@ class FrameDecoder:
             raise ProtocolError(f"header length {header_len} larger than the frame ({length - 4})")
         if serialize_code not in (0, 1):
             raise ProtocolError(f"unknown serialize type {serialize_code}")
+        if header_len > MAX_HEADER_BYTES:
+            raise ProtocolError(f"header of {header_len} bytes exceeds the limit of {MAX_HEADER_BYTES}")
         if available < 4 + length:
             return NEED_DATA
         view = memoryview(buf)

@@ -52,6 +52,7 @@ class ConfigPersister:
         self._waiters: list[tuple[int, Callable[[bool], None]]] = []
         self.writes = 0
         self.failures = 0
+        self._failing: dict[Path, int] = {}   # files whose last write failed: consecutive failures
 
     def mark_dirty(self, path: str | os.PathLike, encode: Encode) -> None:
         """Schedule ``path`` to be rewritten with ``encode()`` (called later, on the loop)."""
@@ -114,11 +115,19 @@ class ConfigPersister:
             return True
         target = self._marked
         batch, self._pending = self._pending, {}
-        texts = [(path, encode()) for path, encode in batch.items()]
+        texts = []
+        encode_failed = []
+        for path, encode in batch.items():
+            try:
+                texts.append((path, encode()))
+            except Exception as exc:   # a table that cannot be encoded must not stop the other files
+                self._note_failure(path, exc)
+                encode_failed.append(path)
         # shielded: a cancellation (graceful stop) must not drop the batch taken from _pending
         with trio.CancelScope(shield=True):
             failed = await trio.to_thread.run_sync(self._write_all, texts)
         self.writes += len(texts) - len(failed)
+        failed += encode_failed
         for path in failed:
             self._pending.setdefault(path, batch[path])    # a newer mark wins
         self.failures += len(failed)
@@ -135,10 +144,19 @@ class ConfigPersister:
         for path, text in texts:
             try:
                 self._write(path, text)
-            except OSError as exc:
-                log.error("writing %s failed, will retry: %s", path, exc)
+            except Exception as exc:   # disk full, EIO, text that cannot be encoded: retried later
+                self._note_failure(path, exc)
                 failed.append(path)
+            else:
+                if self._failing.pop(path, None) is not None:
+                    log.warning("writing %s works again", path)
         return failed
+
+    def _note_failure(self, path: Path, exc: Exception) -> None:
+        """Log a file's failure once; it is retried every RETRY_S without a line each time."""
+        if path not in self._failing:
+            log.error("writing %s failed, will retry every %g s: %s: %s", path, RETRY_S, type(exc).__name__, exc)
+        self._failing[path] = self._failing.get(path, 0) + 1
 
 
 class PersistedConfig:

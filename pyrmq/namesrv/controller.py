@@ -9,6 +9,7 @@ from pathlib import Path
 
 import trio
 
+from pyrmq.common.guard import ServiceGuard
 from pyrmq.common.persister import ConfigPersister
 from pyrmq.namesrv.kv_config import KVConfigManager
 from pyrmq.namesrv.processor import build_processors
@@ -33,12 +34,14 @@ class NamesrvConfig:
     # partialFrameTimeoutSeconds); standalone passes the broker's values.
     server_channel_max_idle_time_seconds: int = 120
     partial_frame_timeout_seconds: int = 30
+    server_channel_write_timeout_seconds: int = 30
 
     def as_properties(self) -> dict[str, str]:
         return {"listenPort": str(self.listen_port), "kvConfigPath": self.kv_config_path,
                 "orderMessageEnable": str(self.order_message_enable).lower(),
                 "serverChannelMaxIdleTimeSeconds": str(self.server_channel_max_idle_time_seconds),
-                "partialFrameTimeoutSeconds": str(self.partial_frame_timeout_seconds)}
+                "partialFrameTimeoutSeconds": str(self.partial_frame_timeout_seconds),
+                "serverChannelWriteTimeoutSeconds": str(self.server_channel_write_timeout_seconds)}
 
 
 class NamesrvController:
@@ -53,7 +56,8 @@ class NamesrvController:
         self.server = RemotingServer(processors, config.bind_address, config.listen_port,
                                      name="namesrv", on_channel=self._on_channel,
                                      idle_timeout=config.server_channel_max_idle_time_seconds,
-                                     frame_timeout=config.partial_frame_timeout_seconds)
+                                     frame_timeout=config.partial_frame_timeout_seconds,
+                                     write_timeout=config.server_channel_write_timeout_seconds)
 
     def _on_channel(self, channel: Channel) -> None:
         channel.on_close(self.route_info.on_channel_destroy)
@@ -74,8 +78,10 @@ class NamesrvController:
 
     async def _scan_loop(self) -> None:
         await trio.sleep(SCAN_INITIAL_DELAY_S)
+        guard = ServiceGuard("inactive broker scan", log)
         while True:
-            for channel in self.route_info.scan_not_active_brokers():
-                if isinstance(channel, Channel):
-                    channel.close()
+            with guard.round():
+                for channel in self.route_info.scan_not_active_brokers():
+                    if isinstance(channel, Channel):
+                        channel.close()
             await trio.sleep(SCAN_INTERVAL_S)

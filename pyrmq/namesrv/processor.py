@@ -13,6 +13,7 @@ from pyrmq.codec.codes import RequestCode, ResponseCode
 from pyrmq.codec.errors import ProtocolError
 from pyrmq.codec.namesrv_bodies import TopicList
 from pyrmq.codec.remoting import RemotingCommand
+from pyrmq.namesrv.kv_config import KVLimitError
 from pyrmq.remoting.channel import Channel
 from pyrmq.remoting.deferred import Deferred
 from pyrmq.remoting.dispatch import ProcessorTable, RequestError
@@ -170,7 +171,10 @@ def build_processors(*, config: NamesrvConfig, routes: RouteInfoManager, kv: KVC
         return process
 
     def put_kv(channel: Channel, request: RemotingCommand) -> RemotingCommand | Deferred:
-        kv.put(required_str(request, "namespace"), required_str(request, "key"), required_str(request, "value"))
+        try:
+            kv.put(required_str(request, "namespace"), required_str(request, "key"), required_str(request, "value"))
+        except KVLimitError as exc:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, str(exc)) from None
         return persister.answer_when_written(request, kv.path.name)
 
     def get_kv(channel: Channel, request: RemotingCommand) -> RemotingCommand:

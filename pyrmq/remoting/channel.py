@@ -9,6 +9,14 @@ buffers and written by one writer task, so a burst of responses leaves in a sing
 Deadlines live here, in the I/O loop, on trio's clock: a started frame must be complete within
 ``frame_timeout`` seconds, and a peer that sends no complete frame for ``idle_timeout`` seconds is
 dropped (Apache's ``serverChannelMaxIdleTimeSeconds``).
+
+Memory per peer is bounded here too.  A peer that does not read its answers is throttled first:
+its requests are no longer read while more than ``OUTBOUND_HIGH_WATER`` bytes wait for it, or
+while it is owed ``MAX_OWED_ANSWERS`` answers (held pulls, answers being prepared).  If it still
+does not read, it is disconnected: when a write batch makes no way within ``write_timeout``
+seconds, or when what is queued for it passes ``OUTBOUND_LIMIT`` (answers that were already
+owed keep arriving while its requests are not read).  Nothing a peer sends can stop the process:
+a failure inside the connection's tasks closes that connection with one log line.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from typing import Callable, Final, Protocol
 
 import trio
 
+from pyrmq.codec.codes import ResponseCode
 from pyrmq.codec.errors import ProtocolError
 from pyrmq.codec.remoting import (
     MAX_FRAME_BYTES,
@@ -33,11 +42,24 @@ from pyrmq.remoting.transport import Buffer, PeerStream
 
 log = logging.getLogger(__name__)
 
+SYSTEM_ERROR: Final = ResponseCode.SYSTEM_ERROR
+
 # Bytes read per receive: large enough for a batch of small frames, small enough to keep the
 # decode step short.
 RECEIVE_CHUNK: Final = 256 * 1024
 # Stop reading from a peer that does not drain its responses once this much is queued for it.
 OUTBOUND_HIGH_WATER: Final = 32 * 1024 * 1024
+# Drop a peer with this much queued: only answers it was already owed can take it past the high
+# water mark, so a reading client never gets here.
+OUTBOUND_LIMIT: Final = 256 * 1024 * 1024
+# Stop reading from a peer owed this many answers (held pulls, deferred answers).  The official
+# clients keep at most 65535 asynchronous requests in flight per connection
+# (clientAsyncSemaphoreValue); a consumer has one pull per queue in flight.
+MAX_OWED_ANSWERS: Final = 16384
+# One gather-write takes at most this much of the queue, so the write deadline measures progress.
+WRITE_BATCH_BYTES: Final = 8 * 1024 * 1024
+# A write batch that makes no way within this many seconds means the peer stopped reading.
+DEFAULT_WRITE_TIMEOUT_S: Final = 30.0
 
 
 class RemotingTimeoutError(Exception):
@@ -69,13 +91,15 @@ class Channel:
     """A connected peer.  ``send_*`` methods never block the caller on the network."""
 
     def __init__(self, peer: PeerStream, max_frame_bytes: int = MAX_FRAME_BYTES, *,
-                 idle_timeout: float | None = None, frame_timeout: float | None = None) -> None:
+                 idle_timeout: float | None = None, frame_timeout: float | None = None,
+                 write_timeout: float | None = DEFAULT_WRITE_TIMEOUT_S) -> None:
         self.peer = peer
         self.remote_addr = peer.remote_addr
         self.local_addr = peer.local_addr
         self.max_frame_bytes = max_frame_bytes
         self.idle_timeout = idle_timeout      # seconds without a complete frame; None or 0: forever
         self.frame_timeout = frame_timeout    # seconds for a started frame to complete; None or 0: forever
+        self.write_timeout = write_timeout    # seconds for a write batch to go out; None or 0: forever
         self.closed = False
         self.attributes: dict[str, object] = {}   # per-connection state of the roles
         self._nursery: trio.Nursery | None = None
@@ -83,6 +107,9 @@ class Channel:
         self._outbound_bytes = 0
         self._wake_writer = trio.Event()
         self._drained = trio.Event()
+        # Answers owed to the peer by opaque (a count: a hostile peer may reuse opaques).
+        self._owed: dict[int, int] = {}
+        self._owed_count = 0
         self._pending: dict[int, _PendingResponse] = {}
         self._close_callbacks: list[Callable[[Channel], None]] = []
         self._closed_event = trio.Event()
@@ -95,7 +122,38 @@ class Channel:
     # --- writing --------------------------------------------------------------------------
 
     def send_response(self, response: RemotingCommand) -> None:
-        self._queue(encode_command_buffers(response))
+        """Queue an answer; an answer owed to the peer (held pull, deferred) is settled."""
+        self._settle(response.opaque)
+        self._send_response(response)
+
+    def _send_response(self, response: RemotingCommand) -> None:
+        try:
+            frame = encode_command_buffers(response)
+        except Exception as exc:   # a processor's answer that cannot be encoded must not end the reader
+            log.error("answer to %s (code %d, opaque %d) cannot be encoded: %s",
+                      self.remote_addr, response.code, response.opaque, exc)
+            frame = encode_command_buffers(RemotingCommand(
+                code=SYSTEM_ERROR, opaque=response.opaque, flag=response.flag, ext_fields={},
+                remark=f"the broker could not encode its answer: {type(exc).__name__}",
+                serialize_type=response.serialize_type))
+        self._queue(frame)
+
+    def _owe(self, opaque: int) -> None:
+        self._owed[opaque] = self._owed.get(opaque, 0) + 1
+        self._owed_count += 1
+
+    def _settle(self, opaque: int) -> None:
+        count = self._owed.get(opaque)
+        if count is None:
+            return
+        if count == 1:
+            del self._owed[opaque]
+        else:
+            self._owed[opaque] = count - 1
+        self._owed_count -= 1
+        if self._owed_count == MAX_OWED_ANSWERS - 1:
+            self._drained.set()   # the reader may be waiting for owed answers to go down
+            self._drained = trio.Event()
 
     def send_oneway(self, request: RemotingCommand) -> None:
         request.flag |= 0x2
@@ -127,10 +185,19 @@ class Channel:
         self._outbound.extend(frame)
         for buffer in frame:
             self._outbound_bytes += len(buffer)
+        if self._outbound_bytes > OUTBOUND_LIMIT:
+            log.warning("closing connection from %s: it does not read its answers (%d MiB queued)",
+                        self.remote_addr, self._outbound_bytes >> 20)
+            self.close()
+            return
         self._wake_writer.set()
 
+    def _throttled(self) -> bool:
+        return self._outbound_bytes > OUTBOUND_HIGH_WATER or self._owed_count >= MAX_OWED_ANSWERS
+
     async def wait_writable(self) -> None:
-        while self._outbound_bytes > OUTBOUND_HIGH_WATER and not self.closed:
+        """Until the peer has drained its answers below the high-water marks (or is gone)."""
+        while self._throttled() and not self.closed:
             await self._drained.wait()
 
     # --- lifecycle ------------------------------------------------------------------------
@@ -161,13 +228,18 @@ class Channel:
         await self._closed_event.wait()
 
     async def run(self, dispatcher: Dispatcher | None) -> None:
-        """Read and write until the peer goes away, sends malformed bytes or misses a deadline."""
+        """Read and write until the peer goes away, sends malformed bytes or misses a deadline.
+
+        Whatever fails inside this connection's tasks ends this connection only."""
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 nursery.start_soon(self._writer)
                 await self._reader(dispatcher)
                 nursery.cancel_scope.cancel()
+        except Exception as exc:   # includes groups of several failures of this connection's tasks
+            log.error("closing connection from %s after an internal error: %s", self.remote_addr,
+                      _describe(exc), exc_info=exc)
         finally:
             self._nursery = None
             self.close()
@@ -181,18 +253,36 @@ class Channel:
             self._wake_writer = trio.Event()
             if not self._outbound:
                 continue
-            buffers = self._outbound
-            self._outbound = []
-            self._outbound_bytes = 0
-            try:
-                await self.peer.send_buffers(buffers)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                log.debug("write to %s failed: %s", self.remote_addr, exc)
+            buffers = self._take_batch()
+            if self._outbound:
+                self._wake_writer.set()   # more than one batch was queued
+            batch_bytes = sum(len(b) for b in buffers)
+            with trio.move_on_after(self.write_timeout or math.inf) as write_scope:
+                try:
+                    await self.peer.send_buffers(buffers)
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                    log.debug("write to %s failed: %s", self.remote_addr, exc)
+                    self.close()
+                    return
+            del buffers   # release the mmap slices before the next wait
+            if write_scope.cancelled_caught:
+                log.warning("closing connection from %s: it does not read its answers (%d bytes not written "
+                            "within %g s)", self.remote_addr, batch_bytes, self.write_timeout)
                 self.close()
                 return
-            del buffers   # release the mmap slices before the next wait
             self._drained.set()
             self._drained = trio.Event()
+
+    def _take_batch(self) -> list[Buffer]:
+        """The next buffers to write: about WRITE_BATCH_BYTES, cut between buffers."""
+        outbound = self._outbound
+        size = count = 0
+        while count < len(outbound) and size < WRITE_BATCH_BYTES:
+            size += len(outbound[count])
+            count += 1
+        self._outbound = outbound[count:]
+        self._outbound_bytes -= size
+        return outbound[:count]
 
     def _deadline(self, decoder: FrameDecoder, last_frame_at: float, partial_since: float) -> tuple[float, str]:
         """When the reader gives up on the peer, and the log line's reason."""
@@ -235,13 +325,16 @@ class Channel:
             except ProtocolError as exc:
                 log.warning("closing connection from %s: %s", self.remote_addr, exc)
                 return
-            if self._outbound_bytes > OUTBOUND_HIGH_WATER:
+            if self._throttled():
                 await self.wait_writable()
                 # Time spent waiting for the peer to drain its answers is not held against its
                 # frame or idle deadline: we were not reading.
                 last_frame_at = partial_since = trio.current_time()
 
     def _handle(self, cmd: RemotingCommand, dispatcher: Dispatcher | None) -> None:
+        if cmd.invalid is not None:
+            self._handle_invalid(cmd)
+            return
         if cmd.is_response:
             pending = self._pending.get(cmd.opaque)
             if pending is None:
@@ -255,15 +348,40 @@ class Channel:
             return
         response = dispatcher.dispatch(self, cmd)
         if response is None:
+            if not cmd.is_oneway:
+                self._owe(cmd.opaque)   # answered later through send_response (a held pull)
             return
         if isinstance(response, RemotingCommand):
             if not cmd.is_oneway:
-                self.send_response(response)
+                self._send_response(response)
             return
         assert self._nursery is not None   # requests are only dispatched from run()
+        self._owe(cmd.opaque)
         self._nursery.start_soon(self._answer_when_ready, cmd, response)
 
     async def _answer_when_ready(self, request: RemotingCommand, deferred: Deferred) -> None:
-        response = await resolve(request, deferred, self.remote_addr)
+        try:
+            response = await resolve(request, deferred, self.remote_addr)
+        finally:
+            self._settle(request.opaque)
         if response is not None and not request.is_oneway:
-            self.send_response(response)
+            self._send_response(response)
+
+    def _handle_invalid(self, cmd: RemotingCommand) -> None:
+        """A well-formed frame whose text cannot be served: answered, never dispatched."""
+        log.warning("refused a frame from %s (code %d, opaque %d): %s", self.remote_addr, cmd.code, cmd.opaque,
+                    cmd.invalid)
+        answer = cmd.response(SYSTEM_ERROR, f"invalid request: {cmd.invalid}")
+        if cmd.is_response:
+            pending = self._pending.get(cmd.opaque)
+            if pending is not None:
+                pending.response = answer
+                pending.event.set()
+        elif not cmd.is_oneway:
+            self._send_response(answer)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_describe(inner) for inner in exc.exceptions)
+    return f"{type(exc).__name__}: {exc}"

@@ -1,10 +1,12 @@
 """Typed access to a request's extFields with Java's custom-header rules (spec/remoting.md §7):
 a missing ``@CFNotNull`` field is answered with SYSTEM_ERROR "the custom field <name> is null";
-an empty or unparsable optional number counts as absent."""
+an empty or unparsable optional number counts as absent.  Numbers are Java longs in ASCII digits
+(text.parse_java_int): no other text reaches ``int()``."""
 
 from __future__ import annotations
 
 from pyrmq.codec.remoting import RemotingCommand
+from pyrmq.codec.text import parse_java_int
 from pyrmq.remoting.dispatch import SYSTEM_ERROR, RequestError
 
 
@@ -31,7 +33,7 @@ def optional_str(request: RemotingCommand, name: str, default: str | None = None
 def required_int(request: RemotingCommand, name: str) -> int:
     value = required_str(request, name)
     try:
-        return int(value)
+        return parse_java_int(value)
     except ValueError:
         raise RequestError(SYSTEM_ERROR, f"the custom field <{name}> is not a number: {value[:32]!r}") from None
 
@@ -41,7 +43,7 @@ def optional_int(request: RemotingCommand, name: str, default: int | None = None
     if value is None:
         return default
     try:
-        return int(value)
+        return parse_java_int(value)
     except ValueError:
         return default
 

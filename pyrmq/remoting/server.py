@@ -15,7 +15,7 @@ from typing import Callable, Final
 import trio
 
 from pyrmq.codec.remoting import MAX_FRAME_BYTES
-from pyrmq.remoting.channel import Channel, Dispatcher
+from pyrmq.remoting.channel import DEFAULT_WRITE_TIMEOUT_S, Channel, Dispatcher
 from pyrmq.remoting.transport import PeerStream, open_tcp_listeners
 
 log = logging.getLogger(__name__)
@@ -41,6 +41,7 @@ class RemotingServer:
                  on_channel: Callable[[Channel], None] | None = None, *,
                  idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT_S,
                  frame_timeout: float | None = DEFAULT_FRAME_TIMEOUT_S,
+                 write_timeout: float | None = DEFAULT_WRITE_TIMEOUT_S,
                  wrap_listener: Callable[[Listener], Listener] | None = None) -> None:
         self.dispatcher = dispatcher
         self.host = host
@@ -50,6 +51,7 @@ class RemotingServer:
         self.on_channel = on_channel
         self.idle_timeout = idle_timeout
         self.frame_timeout = frame_timeout
+        self.write_timeout = write_timeout
         self.wrap_listener = wrap_listener
         self.channels: set[Channel] = set()
         self._cancel_scope: trio.CancelScope | None = None
@@ -95,12 +97,14 @@ class RemotingServer:
     async def _handle(self, peer: PeerStream) -> None:
         try:
             channel = Channel(peer, self.max_frame_bytes, idle_timeout=self.idle_timeout,
-                              frame_timeout=self.frame_timeout)
+                              frame_timeout=self.frame_timeout, write_timeout=self.write_timeout)
             self.channels.add(channel)
             channel.on_close(self.channels.discard)
             if self.on_channel is not None:
                 self.on_channel(channel)
             await channel.run(self.dispatcher)
+        except Exception:   # one connection's failure never ends the server (the channel logs its own)
+            log.exception("%s: connection from %s failed", self.name, peer.remote_addr)
         finally:
             await trio.aclose_forcefully(peer)
 

@@ -18,6 +18,7 @@ from pyrmq.remoting.client import RemotingClient
 from pyrmq.remoting.dispatch import ProcessorTable
 from pyrmq.remoting.server import RemotingServer
 from pyrmq.remoting.transport import PeerStream
+from tests.remoting.stalled_peer import StalledPeer
 
 ECHO = 1000
 IDLE_S = 120
@@ -91,23 +92,11 @@ async def test_zero_disables_both_deadlines(nursery, autojump_clock):
     assert not channel.closed
 
 
-class _StalledPeer(PeerStream):
-    """A peer that reads none of its answers until ``drain`` is set."""
-
-    def __init__(self, stream: trio.abc.Stream) -> None:
-        super().__init__(stream, "10.0.0.9:4242")
-        self.drain = trio.Event()
-
-    async def send_buffers(self, buffers) -> None:
-        await self.drain.wait()
-        await super().send_buffers(buffers)
-
-
 async def test_time_spent_waiting_for_the_peer_to_drain_is_not_idle_time(nursery, autojump_clock, monkeypatch):
     monkeypatch.setattr(channel_module, "OUTBOUND_HIGH_WATER", 10)   # one answer exceeds it
     client, server = trio.testing.memory_stream_pair()
-    peer = _StalledPeer(server)
-    channel = Channel(peer, idle_timeout=IDLE_S, frame_timeout=FRAME_S)
+    peer = StalledPeer(server)
+    channel = Channel(peer, idle_timeout=IDLE_S, frame_timeout=FRAME_S, write_timeout=IDLE_S * 10)
     nursery.start_soon(channel.run, _table())
     await client.send_all(_echo(1))
     await trio.sleep(IDLE_S * 2)           # the reader waits for the writer, not for the peer
