@@ -17,7 +17,9 @@ import trio
 
 from pyrmq.broker.config import ConfigError, LoadedConfig, load_config_file
 from pyrmq.broker.controller import BrokerController
+from pyrmq.codec.java_properties import parse_properties
 from pyrmq.namesrv.controller import NamesrvConfig, NamesrvController
+from pyrmq.remoting.tls_config import TlsConfigError
 
 log = logging.getLogger("pyrmq")
 
@@ -35,11 +37,25 @@ async def _wait_for_signal(on_signal) -> None:
             return
 
 
-async def _run_namesrv(args) -> None:
-    config = NamesrvConfig(listen_port=args.port, bind_address=args.bind)
+def namesrv_config(args) -> NamesrvConfig:
+    """namesrv.conf (``-c``) first, then the command line's flags."""
+    config = NamesrvConfig()
+    if args.config:
+        try:
+            config = NamesrvConfig.from_properties(parse_properties(Path(args.config).read_text("utf-8")))
+        except OSError as exc:
+            raise ConfigError(f"cannot read {args.config}: {exc.strerror}") from None
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    if args.port is not None:
+        config.listen_port = args.port
+    config.bind_address = args.bind
     if args.kv_config_path:
         config.kv_config_path = args.kv_config_path
-    controller = NamesrvController(config)
+    return config
+
+
+async def _run_namesrv(controller: NamesrvController) -> None:
     async with trio.open_nursery() as nursery:
         await nursery.start(controller.run)
         await _wait_for_signal(lambda: None)
@@ -70,7 +86,8 @@ def embedded_namesrv_config(loaded: LoadedConfig, port: int) -> NamesrvConfig:
                          kv_config_path=str(Path(loaded.store.store_path_root_dir) / "namesrv" / "kvConfig.json"),
                          server_channel_max_idle_time_seconds=broker.server_channel_max_idle_time_seconds,
                          partial_frame_timeout_seconds=broker.partial_frame_timeout_seconds,
-                         server_channel_write_timeout_seconds=broker.server_channel_write_timeout_seconds)
+                         server_channel_write_timeout_seconds=broker.server_channel_write_timeout_seconds,
+                         tls=loaded.tls)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p_ns = sub.add_parser("namesrv", help="run a NameServer")
-    p_ns.add_argument("--port", type=int, default=9876)
+    p_ns.add_argument("-c", "--config", help="namesrv.conf (Apache keys: listenPort, kvConfigPath, tls.* ...)")
+    p_ns.add_argument("--port", type=int, default=None, help="listen port (default: listenPort or 9876)")
     p_ns.add_argument("--bind", default="0.0.0.0", help="address to listen on (default: all)")
     p_ns.add_argument("--kv-config-path", help="kvConfig.json location (default ~/namesrv/kvConfig.json)")
 
@@ -95,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     _configure_logging(args.log_level)
     try:
         if args.command == "namesrv":
-            trio.run(_run_namesrv, args)
+            trio.run(_run_namesrv, NamesrvController(namesrv_config(args)))
             return 0
         overrides = _broker_overrides(args)
         namesrv = None
@@ -111,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         broker = BrokerController(loaded)
         trio.run(_run_broker, broker, namesrv)
         return 0
-    except ConfigError as exc:
+    except (ConfigError, TlsConfigError) as exc:
         print(f"pyrmq: {exc}", file=sys.stderr)
         return 2
     except (OSError, ExceptionGroup) as exc:

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any, get_type_hints
 
 from pyrmq.broker.schedule_service import parse_delay_levels
+from pyrmq.codec.java_properties import parse_properties
+from pyrmq.remoting.tls_config import TlsConfig, TlsConfigError, is_tls_key, tls_config_from_properties
 from pyrmq.store.message_store import FlushDiskType, MessageStoreConfig
 
 log = logging.getLogger(__name__)
@@ -138,25 +140,13 @@ def _convert(key: str, raw: str, typ: Any) -> Any:
         raise ConfigError(f"broker.conf: bad value {raw!r} for {key}{choices}: {exc}") from None
 
 
-def parse_properties(text: str) -> dict[str, str]:
-    """Java .properties, the subset broker.conf files use: key=value or key:value, # and ! comments."""
-    result: dict[str, str] = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line[0] in "#!":
-            continue
-        match = re.match(r"([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
-        if match is None:
-            result[line] = ""
-            continue
-        result[match.group(1)] = match.group(2).strip()
-    return result
-
-
 @dataclass
 class LoadedConfig:
     broker: BrokerConfig
     store: MessageStoreConfig
+    # tls.* keys (Apache's system property names) and useTLS; the NameServer of a standalone
+    # process uses them too, as both roles of one JVM would.
+    tls: TlsConfig = field(default_factory=TlsConfig)
 
 
 def build_config(properties: dict[str, str]) -> LoadedConfig:
@@ -175,6 +165,8 @@ def build_config(properties: dict[str, str]) -> LoadedConfig:
             if typ == (str | None):
                 typ = str
             store_kwargs[name] = _convert(key, raw, typ)
+        elif is_tls_key(key):
+            continue
         elif key in _STORE_KEYS_WITHOUT_EFFECT:
             log.warning("broker.conf: %s=%s has no effect in pyrmq (%s)", key, raw,
                         _STORE_KEYS_WITHOUT_EFFECT[key])
@@ -188,7 +180,11 @@ def build_config(properties: dict[str, str]) -> LoadedConfig:
     broker = BrokerConfig(**broker_kwargs)
     store = MessageStoreConfig(**store_kwargs)
     _validate(broker, store)
-    return LoadedConfig(broker, store)
+    try:
+        tls = tls_config_from_properties(properties, "broker.conf")
+    except TlsConfigError as exc:
+        raise ConfigError(f"broker.conf: {exc}") from None
+    return LoadedConfig(broker, store, tls)
 
 
 def _validate(broker: BrokerConfig, store: MessageStoreConfig) -> None:

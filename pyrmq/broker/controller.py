@@ -32,6 +32,8 @@ from pyrmq.remoting.channel import Channel
 from pyrmq.remoting.client import RemotingClient
 from pyrmq.remoting.dispatch import ProcessorTable
 from pyrmq.remoting.server import RemotingServer
+from pyrmq.remoting.tls import tls_listener_wrapper
+from pyrmq.remoting.tls_context import client_ssl_context
 from pyrmq.store.message_store import DefaultMessageStore
 
 log = logging.getLogger(__name__)
@@ -95,16 +97,22 @@ class BrokerController:
         deadlines = {"idle_timeout": self.config.server_channel_max_idle_time_seconds,
                      "frame_timeout": self.config.partial_frame_timeout_seconds,
                      "write_timeout": self.config.server_channel_write_timeout_seconds}
+        # Both client ports negotiate TLS alike (Apache: remotingServer and fastRemotingServer);
+        # a bad certificate stops the start here (TlsConfigError).
+        wrap_listener = tls_listener_wrapper(loaded.tls, self.config.server_channel_max_idle_time_seconds, "broker")
+        # Registration with the NameServers (Apache's BrokerOuterAPI client, useTLS).
+        self.client_ssl_context = client_ssl_context(loaded.tls) if loaded.tls.use_tls else None
         self.server = RemotingServer(self.processors, self.config.bind_address, self.config.listen_port,
                                      name="broker", max_frame_bytes=self.config.max_frame_bytes,
-                                     on_channel=self._on_channel, **deadlines)
+                                     on_channel=self._on_channel, wrap_listener=wrap_listener, **deadlines)
         self.fast_server: RemotingServer | None = None
         if self.config.fast_port_enable:
             # Old Java clients (vipChannelEnabled) send to listenPort - 2; as in Java, no pulls there.
             fast_table = self._build_processors(pull=False)
             self.fast_server = RemotingServer(fast_table, self.config.bind_address, self.config.listen_port - 2,
                                               name="broker-fast", max_frame_bytes=self.config.max_frame_bytes,
-                                              on_channel=self._on_channel, **deadlines)
+                                              on_channel=self._on_channel, wrap_listener=wrap_listener,
+                                              **deadlines)
         self._stopping = trio.Event()
         self._stopped = trio.Event()
 
@@ -164,7 +172,7 @@ class BrokerController:
         """Serve until ``stop()``; the store is loaded (recovered) before any port opens."""
         await trio.to_thread.run_sync(self.load)
         try:
-            async with RemotingClient() as client:
+            async with RemotingClient(ssl_context=self.client_ssl_context) as client:
                 async with trio.open_nursery() as nursery:
                     await nursery.start(self.server.serve)
                     if self.fast_server is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,6 +17,8 @@ from pyrmq.namesrv.processor import build_processors
 from pyrmq.namesrv.route_info import RouteInfoManager
 from pyrmq.remoting.channel import Channel
 from pyrmq.remoting.server import RemotingServer
+from pyrmq.remoting.tls import tls_listener_wrapper
+from pyrmq.remoting.tls_config import TlsConfig, is_tls_key, tls_config_from_properties
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +38,28 @@ class NamesrvConfig:
     server_channel_max_idle_time_seconds: int = 120
     partial_frame_timeout_seconds: int = 30
     server_channel_write_timeout_seconds: int = 30
+    # tls.* keys (Apache's system property names), from namesrv.conf or the broker's config.
+    tls: TlsConfig = field(default_factory=TlsConfig)
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> NamesrvConfig:
+        """namesrv.conf with Apache's keys (those pyrmq knows; others are a warning).
+        Raises ``ValueError`` (``TlsConfigError`` for the TLS keys)."""
+        config = cls(tls=tls_config_from_properties(props, "namesrv.conf"))
+        for key, raw in props.items():
+            name = _PROPERTY_FIELDS.get(key)
+            if name is None:
+                if not is_tls_key(key):
+                    log.warning("namesrv.conf: unknown key %s ignored", key)
+                continue
+            current = getattr(config, name)
+            try:
+                value: object = (raw.strip().lower() == "true" if isinstance(current, bool)
+                                 else int(raw) if isinstance(current, int) else raw.strip())
+            except ValueError:
+                raise ValueError(f"namesrv.conf: bad value {raw!r} for {key}") from None
+            setattr(config, name, value)
+        return config
 
     def as_properties(self) -> dict[str, str]:
         return {"listenPort": str(self.listen_port), "kvConfigPath": self.kv_config_path,
@@ -42,6 +67,13 @@ class NamesrvConfig:
                 "serverChannelMaxIdleTimeSeconds": str(self.server_channel_max_idle_time_seconds),
                 "partialFrameTimeoutSeconds": str(self.partial_frame_timeout_seconds),
                 "serverChannelWriteTimeoutSeconds": str(self.server_channel_write_timeout_seconds)}
+
+
+_PROPERTY_FIELDS = {"listenPort": "listen_port", "kvConfigPath": "kv_config_path",
+                    "orderMessageEnable": "order_message_enable",
+                    "serverChannelMaxIdleTimeSeconds": "server_channel_max_idle_time_seconds",
+                    "partialFrameTimeoutSeconds": "partial_frame_timeout_seconds",
+                    "serverChannelWriteTimeoutSeconds": "server_channel_write_timeout_seconds"}
 
 
 class NamesrvController:
@@ -57,7 +89,9 @@ class NamesrvController:
                                      name="namesrv", on_channel=self._on_channel,
                                      idle_timeout=config.server_channel_max_idle_time_seconds,
                                      frame_timeout=config.partial_frame_timeout_seconds,
-                                     write_timeout=config.server_channel_write_timeout_seconds)
+                                     write_timeout=config.server_channel_write_timeout_seconds,
+                                     wrap_listener=tls_listener_wrapper(
+                                         config.tls, config.server_channel_max_idle_time_seconds, "namesrv"))
 
     def _on_channel(self, channel: Channel) -> None:
         channel.on_close(self.route_info.on_channel_destroy)

@@ -6,12 +6,14 @@ Used by the broker to talk to NameServers, by tests and by the bench tools.
 from __future__ import annotations
 
 import logging
+import ssl
 
 import trio
 
 from pyrmq.codec.remoting import RemotingCommand
 from pyrmq.remoting.channel import Channel, ChannelClosedError, Dispatcher
-from pyrmq.remoting.transport import open_tcp_peer_stream
+from pyrmq.remoting.tls import start_client_tls
+from pyrmq.remoting.transport import PeerStream, open_tcp_peer_stream
 
 log = logging.getLogger(__name__)
 
@@ -26,10 +28,12 @@ def split_addr(addr: str) -> tuple[str, int]:
 
 
 class RemotingClient:
-    """Keeps a channel per ``host:port``; must run inside ``async with RemotingClient(...)``."""
+    """Keeps a channel per ``host:port``; must run inside ``async with RemotingClient(...)``.
+    With ``ssl_context`` every connection speaks TLS (Apache's NettyClientConfig.useTLS)."""
 
-    def __init__(self, dispatcher: Dispatcher | None = None) -> None:
+    def __init__(self, dispatcher: Dispatcher | None = None, ssl_context: ssl.SSLContext | None = None) -> None:
         self.dispatcher = dispatcher
+        self.ssl_context = ssl_context
         self._channels: dict[str, Channel] = {}
         self._locks: dict[str, trio.Lock] = {}
         self._nursery: trio.Nursery | None = None
@@ -61,8 +65,10 @@ class RemotingClient:
             if channel is not None and not channel.closed:
                 return channel
             host, port = split_addr(addr)
-            with trio.fail_after(CONNECT_TIMEOUT_S):
-                peer = await open_tcp_peer_stream(host, port, remote_addr=addr)
+            with trio.fail_after(CONNECT_TIMEOUT_S):   # the TLS handshake included
+                peer: PeerStream = await open_tcp_peer_stream(host, port, remote_addr=addr)
+                if self.ssl_context is not None:
+                    peer = await start_client_tls(peer, self.ssl_context, host)
             channel = Channel(peer)
             self._channels[addr] = channel
             channel.on_close(lambda ch: self._channels.pop(addr, None) if self._channels.get(addr) is ch else None)

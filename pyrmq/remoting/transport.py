@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from collections.abc import Sequence
 from typing import Final
 
@@ -78,6 +79,11 @@ class SocketPeerStream(PeerStream):
         """Raises ``OSError`` when the peer is already gone (ENOTCONN from getpeername)."""
         sock = stream.socket
         return cls(stream, remote_addr or format_addr(sock.getpeername()), format_addr(sock.getsockname()))
+
+    async def peek(self, max_bytes: int) -> bytes:
+        """The first bytes waiting on the socket, left there (MSG_PEEK): whoever reads next gets
+        them too.  Waits until some arrive; ``b""`` at EOF."""
+        return await self.stream.socket.recv(max_bytes, socket.MSG_PEEK)
 
     async def send_buffers(self, buffers: Sequence[Buffer]) -> None:
         sock = self.stream.socket
