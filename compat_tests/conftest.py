@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import ssl
 import uuid
 from dataclasses import dataclass
 
@@ -113,9 +114,11 @@ def java_client(client_kind: str, java_toolchain, tmp_path_factory) -> JavaClien
 # ------------------------------------------------------------------------------------- servers
 
 def _start_server(kind: str, request: pytest.FixtureRequest, tmp_path_factory,
-                  flush_disk_type: str = "ASYNC_FLUSH", broker_extra: dict[str, str] | None = None) -> Server:
+                  flush_disk_type: str = "ASYNC_FLUSH", broker_extra: dict[str, str] | None = None,
+                  tls: dict[str, str] | None = None, probe_ssl: ssl.SSLContext | None = None) -> Server:
     config = ServerConfig(tmp_path_factory.mktemp(f"{kind}-server"), allocate_ports(),
-                          flush_disk_type=flush_disk_type, broker_extra=dict(broker_extra or {}))
+                          flush_disk_type=flush_disk_type, broker_extra=dict(broker_extra or {}),
+                          tls=dict(tls or {}), probe_ssl=probe_ssl)
     if kind == "apache":
         srv: Server = ApacheServer(config, request.getfixturevalue("reference_build").classpath)
     elif kind == "pyrmq-split":
@@ -150,6 +153,18 @@ def module_server_factory(server_kind: str, java_toolchain, request, tmp_path_fa
 
     def make(**broker_extra: str) -> Server:
         return _start_server(server_kind, request, tmp_path_factory, broker_extra=broker_extra)
+
+    return make
+
+
+@pytest.fixture(scope="module")
+def module_tls_server_factory(server_kind: str, java_toolchain, request, tmp_path_factory):
+    """Servers with TLS settings (Apache's system property names: -D flags of both Apache JVMs,
+    broker.conf / namesrv.conf keys for pyrmq), shared by one test module. ``make(tls={...},
+    probe_ssl=ctx)``; the readiness probe speaks TLS through ``probe_ssl``."""
+
+    def make(tls: dict[str, str], probe_ssl: ssl.SSLContext | None = None) -> Server:
+        return _start_server(server_kind, request, tmp_path_factory, tls=tls, probe_ssl=probe_ssl)
 
     return make
 

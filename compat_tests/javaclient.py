@@ -83,12 +83,16 @@ class JavaClient:
     def flavor(self) -> str:
         return self.build.name
 
-    def argv(self, scenario: str, options: dict[str, object]) -> list[str]:
+    def argv(self, scenario: str, options: dict[str, object],
+             system_properties: dict[str, str] | None = None) -> list[str]:
+        """``system_properties``: more -D flags (the client's TLS settings: tls.enable, tls.client.*);
+        a key given here wins over the defaults above (the JVM keeps the last -D of a name)."""
         logs = self.workdir / "client-logs"
         jvm = [self.java, "-Xms64m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                f"-Duser.home={self.workdir}",
                "-Drocketmq.client.logUseSlf4j=false", f"-Drocketmq.client.logRoot={logs}",
                "-Drocketmq.client.logFileMaxIndex=2",
+               *(f"-D{k}={v}" for k, v in (system_properties or {}).items()),
                "-cp", self.build.classpath, RUNNER_CLASS, scenario]
         opts = {"deadline-ms": DEFAULT_DEADLINE_MS}
         opts.update({k.replace("_", "-"): v for k, v in options.items() if v is not None})
@@ -102,8 +106,9 @@ class JavaClient:
         stem = f"{self.runs:02d}-{scenario}-{self.flavor}"
         return self.workdir / f"{stem}.jsonl", self.workdir / f"{stem}.err"
 
-    def start(self, scenario: str, **options: object) -> "RunningScenario":
-        argv = self.argv(scenario, options)
+    def start(self, scenario: str, *, system_properties: dict[str, str] | None = None,
+              **options: object) -> "RunningScenario":
+        argv = self.argv(scenario, options, system_properties)
         out_path, err_path = self._paths(scenario)
         if docker_engine.engine() is not None:
             # A Docker engine is reachable: the runner runs in a JDK container (same command line).
@@ -117,9 +122,10 @@ class JavaClient:
         deadline_s = int(options.get("deadline_ms", DEFAULT_DEADLINE_MS)) / 1000 + SUBPROCESS_GRACE_S
         return RunningScenario(argv, proc, out_path, err_path, deadline_s)
 
-    def run(self, scenario: str, **options: object) -> ScenarioResult:
+    def run(self, scenario: str, *, system_properties: dict[str, str] | None = None,
+            **options: object) -> ScenarioResult:
         """Run a scenario to its end; the result is checked (exit 0, no error event)."""
-        return self.start(scenario, **options).wait().check()
+        return self.start(scenario, system_properties=system_properties, **options).wait().check()
 
 
 @dataclass

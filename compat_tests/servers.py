@@ -18,6 +18,7 @@ import os
 import random
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -110,13 +111,14 @@ class ProbeError(Exception):
 
 
 def remoting_call(addr: tuple[str, int], code: int, ext_fields: dict[str, str] | None = None,
-                  timeout: float = PROBE_TIMEOUT_S) -> tuple[dict, bytes]:
-    """One request with a JSON header; returns (response header, body)."""
+                  timeout: float = PROBE_TIMEOUT_S, ssl_context: ssl.SSLContext | None = None) -> tuple[dict, bytes]:
+    """One request with a JSON header (over TLS with ``ssl_context``); returns (response header, body)."""
     header = json.dumps({"code": code, "extFields": ext_fields or {}, "flag": 0, "language": "JAVA",
                          "opaque": 1, "serializeTypeCurrentRPC": "JSON",
                          "version": PROBE_CLIENT_VERSION}).encode()
     frame = struct.pack(">II", 4 + len(header), len(header)) + header
-    with socket.create_connection(addr, timeout=timeout) as s:
+    with socket.create_connection(addr, timeout=timeout) as raw:
+        s = ssl_context.wrap_socket(raw, server_hostname=addr[0]) if ssl_context is not None else raw
         s.settimeout(timeout)
         s.sendall(frame)
 
@@ -152,6 +154,11 @@ class ServerConfig:
     # More broker.conf keys (Apache names), e.g. {"accessMessageInMemoryMaxRatio": "0"}.
     broker_extra: dict[str, str] = field(default_factory=dict)
     broker_name: str = BROKER_NAME
+    # TLS settings under Apache's system property names ({"tls.server.mode": "enforcing",
+    # "tls.config.file": ...}): -D flags of both Apache JVMs; pyrmq reads them from broker.conf
+    # (and namesrv.conf).  The readiness probe speaks TLS with probe_ssl when given.
+    tls: dict[str, str] = field(default_factory=dict)
+    probe_ssl: ssl.SSLContext | None = None
 
     @property
     def store_dir(self) -> Path:
@@ -279,12 +286,12 @@ class Server(ABC):
                                        f"{self.log_tail()}")
             try:
                 header, body = remoting_call((LOOPBACK, self.config.ports.namesrv), GET_ROUTEINFO_BY_TOPIC,
-                                             {"topic": AUTO_CREATE_TOPIC_KEY})
+                                             {"topic": AUTO_CREATE_TOPIC_KEY}, ssl_context=self.config.probe_ssl)
                 if header.get("code") != 0 or f'"{self.broker_addr}"' not in body.decode("utf-8", "replace"):
                     last_error = f"route of TBW102: code {header.get('code')} body {body[:200]!r}"
                 else:
                     remoting_call((LOOPBACK, self.config.ports.listen), GET_MAX_OFFSET,
-                                  {"topic": AUTO_CREATE_TOPIC_KEY, "queueId": "0"})
+                                  {"topic": AUTO_CREATE_TOPIC_KEY, "queueId": "0"}, ssl_context=self.config.probe_ssl)
                     if self._extra_ready():
                         return
                     last_error = "broker has not reported boot success"
@@ -363,7 +370,7 @@ class PyrmqServer(Server):
         self.python = python
         self.proc: subprocess.Popen | None = None
         self.conf_path = config.workdir / "broker.conf"
-        self.conf_path.write_text(config.broker_conf())
+        self.conf_path.write_text(config.broker_conf(config.tls))
         self.out_path = config.workdir / "pyrmq.out"
 
     def command(self) -> list[str]:
@@ -420,7 +427,9 @@ class PyrmqSplitServer(TwoProcessServer):
         self.namesrv: subprocess.Popen | None = None
         self.broker: subprocess.Popen | None = None
         self.conf_path = config.workdir / "broker.conf"
-        self.conf_path.write_text(config.broker_conf())
+        self.conf_path.write_text(config.broker_conf(config.tls))
+        self.namesrv_conf = config.workdir / "namesrv.conf"
+        self.namesrv_conf.write_text("".join(f"{k}={v}\n" for k, v in config.tls.items()))
         self.namesrv_out = config.workdir / "namesrv.out"
         self.broker_out = config.workdir / "broker.out"
 
@@ -429,8 +438,8 @@ class PyrmqSplitServer(TwoProcessServer):
 
     def _launch(self) -> None:
         if self.namesrv is None or self.namesrv.poll() is not None:
-            self.namesrv = self._spawn([self.python, "-m", "pyrmq", "namesrv", "--port",
-                                        str(self.config.ports.namesrv)], self.namesrv_out)
+            self.namesrv = self._spawn([self.python, "-m", "pyrmq", "namesrv", "-c", str(self.namesrv_conf),
+                                        "--port", str(self.config.ports.namesrv)], self.namesrv_out)
             wait_listening(self.config.ports.namesrv, self.namesrv)
         if self.broker is None or self.broker.poll() is not None:
             self.broker = self._spawn([self.python, "-m", "pyrmq", "broker", "-c", str(self.conf_path),
@@ -509,6 +518,7 @@ class ApacheServer(TwoProcessServer):
                 # The store refuses writes when the disk is fuller than this (default 90 %).
                 "-Drocketmq.broker.diskSpaceWarningLevelRatio=0.98",
                 "-Drocketmq.broker.diskSpaceCleanForciblyRatio=0.98",
+                *(f"-D{k}={v}" for k, v in self.config.tls.items()),
                 *JAVA_OPENS, "-cp", self.classpath]
 
     def _env(self) -> dict[str, str]:

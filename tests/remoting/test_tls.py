@@ -267,3 +267,59 @@ async def test_test_mode_ignores_configured_certificate_with_a_warning(pki, capl
     config = replace(_config(pki, TlsMode.PERMISSIVE), test_mode_enable=True)
     assert server_ssl_context(config) is server_ssl_context(TlsConfig())
     assert any("tls.server.certPath / keyPath are ignored" in r.getMessage() for r in caplog.records)
+
+
+MIXED_CLIENTS = 120      # half TLS, half plain; a third of each sends its first byte alone
+MIXED_REQUESTS = 5       # requests per connection
+MIXED_AT_ONCE = 12
+
+
+def _session(port: int, ctx: ssl.SSLContext | None, first: int, split_first_byte: bool) -> list[int]:
+    """MIXED_REQUESTS echo requests on one connection; the opaques answered."""
+    with socket.create_connection(("127.0.0.1", port), timeout=CLIENT_TIMEOUT_S) as raw:
+        sock = ctx.wrap_socket(raw, server_hostname="127.0.0.1") if ctx is not None else raw
+        frames = b"".join(_frame(first + i) for i in range(MIXED_REQUESTS))
+        if split_first_byte:
+            sock.sendall(frames[:1])
+            time.sleep(0.02)
+            frames = frames[1:]
+        sock.sendall(frames)
+        decoder, answered = FrameDecoder(), []
+        while len(answered) < MIXED_REQUESTS:
+            data = sock.recv(65536)
+            if not data:
+                raise ConnectionError("closed by the server")
+            decoder.receive_data(data)
+            answered += [frame.opaque for frame in decoder.frames()]
+        return answered
+
+
+@pytest.mark.parametrize("mode", [TlsMode.PERMISSIVE, TlsMode.ENFORCING])
+async def test_mixed_load(nursery, pki, caplog, mode):
+    """Many clients at once, TLS and plain: in permissive every request is answered on its own
+    connection; in enforcing every TLS one is and every plain connection is closed with one line."""
+    port = await _serve(nursery, tls_listener_wrapper(_config(pki, mode), 120))
+    results: dict[int, list[int] | str] = {}
+    limiter = trio.CapacityLimiter(MIXED_AT_ONCE)
+
+    async def client(n: int) -> None:
+        ctx = _client_context(pki) if n % 2 else None
+        first = n * 100
+        try:
+            results[n] = await trio.to_thread.run_sync(_session, port, ctx, first, n % 3 == 0, limiter=limiter)
+        except OSError as exc:
+            results[n] = repr(exc)
+
+    async with trio.open_nursery() as clients:
+        for n in range(MIXED_CLIENTS):
+            clients.start_soon(client, n)
+    tls_clients = [n for n in range(MIXED_CLIENTS) if n % 2]
+    plain_clients = [n for n in range(MIXED_CLIENTS) if not n % 2]
+    for n in tls_clients + (plain_clients if mode is TlsMode.PERMISSIVE else []):
+        assert results[n] == [n * 100 + i for i in range(MIXED_REQUESTS)], (n, results[n])
+    refusals = [line for line in _tls_lines(caplog) if "refused" in line]
+    if mode is TlsMode.ENFORCING:
+        assert all(isinstance(results[n], str) for n in plain_clients)
+        assert len(refusals) == len(plain_clients)
+    else:
+        assert refusals == []

@@ -125,6 +125,7 @@ final class Consumers {
         DefaultMQPushConsumer c = new DefaultMQPushConsumer(o.str("group"));
         c.setNamesrvAddr(o.str("namesrv"));
         c.setInstanceName(ScenarioRunner.INSTANCE_BASE + "-c" + index);
+        ScenarioRunner.applyTls(c, o);
         c.setConsumeFromWhere(fromWhere(o));
         c.subscribe(o.str("topic"), o.str("tag-expr", "*"));
         c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {

@@ -30,6 +30,7 @@ final class Producers {
         p.setRetryTimesWhenSendFailed(o.integer("retries", 2));
         p.setRetryTimesWhenSendAsyncFailed(o.integer("retries", 2));
         p.setSendLatencyFaultEnable(o.integer("latency-fault", 0) != 0);
+        ScenarioRunner.applyTls(p, o);
         p.start();
         return p;
     }

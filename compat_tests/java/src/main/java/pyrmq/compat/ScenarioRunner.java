@@ -2,6 +2,7 @@ package pyrmq.compat;
 
 import java.io.PrintWriter;
 import java.io.StringWriter;
+import org.apache.rocketmq.client.ClientConfig;
 
 /**
  * Drives the official RocketMQ Java client through one scenario and reports every message sent
@@ -29,7 +30,9 @@ import java.io.StringWriter;
  *
  * Common: --create-topic Q (create the topic first), --body-prefix P (default: the topic),
  *         --deadline-ms D (hard stop of the JVM, default 120000), --body-size S (pad bodies to
- *         S bytes, compressible), --latency-fault 1 (sendLatencyFaultEnable).
+ *         S bytes, compressible), --latency-fault 1 (sendLatencyFaultEnable),
+ *         --use-tls 1 (ClientConfig.setUseTLS(true) on the producer and the push consumers of
+ *         produce / consume; the JVM-wide way is -Dtls.enable=true, trust via -Dtls.client.*).
  * </pre>
  *
  * Only API present in both rocketmq-client 4.9.8 and 5.3.x (and rocketmq-tools of the same
@@ -107,6 +110,13 @@ public final class ScenarioRunner {
         Json.event("exit").put("rc", rc).emit();
         // Client threads are not all daemons; leave without waiting for them.
         Runtime.getRuntime().halt(rc);
+    }
+
+    /** --use-tls 1: this client speaks TLS to the NameServer and the brokers, as the API sets it. */
+    static void applyTls(ClientConfig client, Options o) {
+        if (o.integer("use-tls", 0) != 0) {
+            client.setUseTLS(true);
+        }
     }
 
     private static void startWatchdog(long deadlineMs) {
