@@ -78,6 +78,14 @@ class BrokerConfig:
     channel_expired_timeout: int = 120_000
     flush_consumer_offset_interval: int = 5000
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    # ACL 1.0 (Apache's key): every request is checked against plain_acl.yml.
+    acl_enable: bool = False
+    # pyrmq's own: where plain_acl.yml is (relative to the -c file's directory); default: beside
+    # the -c file. Apache reads ${rocketmq.home.dir}/conf/plain_acl.yml (JVM property
+    # rocketmq.acl.plain.file, relative to the home directory, overrides it).
+    acl_plain_file: str = ""
+    # pyrmq's own: how often the file is checked for changes (Apache: every 5 s).
+    acl_file_watch_interval_ms: int = 5000
 
     def __post_init__(self) -> None:
         if not self.broker_ip2:
@@ -107,6 +115,7 @@ _STORE_KEYS_WITHOUT_EFFECT = {
     "warmMapedFileEnable": "files are created sparse; there is nothing to warm",
     "flushLeastPagesWhenWarmMapedFile": "files are created sparse; there is nothing to warm",
 }
+PLAIN_ACL_FILE_NAME = "plain_acl.yml"
 # Paths come only from these keys of the operator's file, never from requests at runtime.
 _PATH_KEYS = {"storePathRootDir", "storePathCommitLog"}
 
@@ -147,6 +156,25 @@ class LoadedConfig:
     # tls.* keys (Apache's system property names) and useTLS; the NameServer of a standalone
     # process uses them too, as both roles of one JVM would.
     tls: TlsConfig = field(default_factory=TlsConfig)
+    # The directory of the -c file, where plain_acl.yml is looked for; None without a file.
+    config_dir: Path | None = None
+
+    @property
+    def plain_acl_file(self) -> Path:
+        """Where the ACL rules are read from (see ``BrokerConfig.acl_plain_file``)."""
+        name = self.broker.acl_plain_file
+        if name:
+            path = Path(name).expanduser()
+            if not path.is_absolute():
+                path = (self.config_dir or Path.cwd()) / path
+            return path.absolute()
+        if self.config_dir is not None:
+            return self.config_dir / PLAIN_ACL_FILE_NAME
+        home = os.environ.get("ROCKETMQ_HOME")
+        if home:
+            return Path(home).absolute() / "conf" / PLAIN_ACL_FILE_NAME
+        raise ConfigError("broker.conf: aclEnable=true needs plain_acl.yml: start with -c <dir>/broker.conf "
+                          "(the file is read from <dir>), set aclPlainFile, or set ROCKETMQ_HOME")
 
 
 def build_config(properties: dict[str, str]) -> LoadedConfig:
@@ -207,6 +235,8 @@ def _validate(broker: BrokerConfig, store: MessageStoreConfig) -> None:
         parse_delay_levels(broker.message_delay_level)
     except ValueError as exc:
         raise ConfigError(f"broker.conf: {exc}") from None
+    if broker.acl_file_watch_interval_ms <= 0:
+        raise ConfigError("broker.conf: aclFileWatchIntervalMs must be positive")
     if not re.fullmatch(r"[%|a-zA-Z0-9_-]+", broker.broker_name):
         raise ConfigError(f"broker.conf: brokerName {broker.broker_name!r} has characters outside [%|a-zA-Z0-9_-]")
 
@@ -219,7 +249,10 @@ def load_config_file(path: str | None, overrides: dict[str, str] | None = None) 
         except OSError as exc:
             raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
     properties.update(overrides or {})
-    return build_config(properties)
+    loaded = build_config(properties)
+    if path:
+        loaded.config_dir = Path(path).absolute().parent
+    return loaded
 
 
 def as_properties(loaded: LoadedConfig) -> dict[str, str]:

@@ -10,11 +10,14 @@ from pathlib import Path
 
 import trio
 
+from pyrmq.broker.acl.plain_config import AclConfigError, PlainAclConfig
+from pyrmq.broker.acl.validator import AclValidator
+from pyrmq.broker.acl.watcher import AclFileWatcher
 from pyrmq.broker.admin_processor import register_admin_processors
 from pyrmq.broker.allocate_service import AllocateService
 from pyrmq.broker.client_manager import ConsumerManager, ProducerManager
 from pyrmq.broker.client_processor import register_client_processors
-from pyrmq.broker.config import BrokerRole, LoadedConfig
+from pyrmq.broker.config import BrokerRole, ConfigError, LoadedConfig
 from pyrmq.broker.consumer_admin_processor import register_consumer_admin_processors
 from pyrmq.broker.flush_service import FlushService
 from pyrmq.broker.namesrv_registration import NamesrvRegistration
@@ -93,6 +96,7 @@ class BrokerController:
             offsets=self.consumer_offset_manager, stats=self.stats)
         # held pulls are woken by the store's dispatch pipeline, as one more dispatcher
         self.store.add_dispatcher(self.pull_processor.hold_service)
+        self.acl_watcher = self._load_acl() if self.config.acl_enable else None
         self.processors = self._build_processors()
         deadlines = {"idle_timeout": self.config.server_channel_max_idle_time_seconds,
                      "frame_timeout": self.config.partial_frame_timeout_seconds,
@@ -116,8 +120,20 @@ class BrokerController:
         self._stopping = trio.Event()
         self._stopped = trio.Event()
 
+    def _load_acl(self) -> AclFileWatcher:
+        """The ACL rules are read before any port opens; a file that does not parse stops the start."""
+        watcher = AclFileWatcher(self.loaded_config.plain_acl_file, AclValidator(PlainAclConfig()),
+                                 self.config.acl_file_watch_interval_ms / 1000)
+        try:
+            watcher.load_initial()
+        except (AclConfigError, OSError) as exc:
+            raise ConfigError(f"ACL: {exc}") from None
+        return watcher
+
     def _build_processors(self, pull: bool = True) -> ProcessorTable:
         table = ProcessorTable("broker")
+        if self.acl_watcher is not None:
+            table.add_check(self.acl_watcher.validator.check)
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
             table.register(code, self.send_processor.process)
         table.register(RequestCode.CONSUMER_SEND_MSG_BACK, self.send_processor.consumer_send_msg_back)
@@ -183,6 +199,8 @@ class BrokerController:
                     nursery.start_soon(self.store_clean_task.run)
                     nursery.start_soon(self.pull_processor.hold_service.run)
                     nursery.start_soon(self._housekeeping)
+                    if self.acl_watcher is not None:
+                        nursery.start_soon(self.acl_watcher.run)
                     if not self.is_slave:   # a slave takes the master's progress, it does not deliver
                         nursery.start_soon(self.schedule_service.run)
                     if self.config.namesrv_addrs:

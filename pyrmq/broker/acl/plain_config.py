@@ -1,0 +1,196 @@
+"""``plain_acl.yml``, read as Apache RocketMQ 4.9's ``PlainPermissionManager`` reads it.
+
+```yaml
+globalWhiteRemoteAddresses: [10.10.103.*]   # these peers skip every check
+accounts:
+  - accessKey: RocketMQ          # longer than 6 characters
+    secretKey: 12345678          # longer than 6 characters
+    whiteRemoteAddress:          # a peer from here skips the signature and permission checks
+    admin: false                 # admin-only request codes (create topic, ...)
+    defaultTopicPerm: DENY       # for topics not listed below; absent: DENY
+    defaultGroupPerm: SUB        # for groups not listed below; absent: DENY
+    topicPerms: [topicA=DENY, topicB=PUB|SUB, topicC=SUB]
+    groupPerms: [groupA=DENY, groupB=PUB|SUB, groupC=SUB]
+```
+
+Permissions are DENY, PUB, SUB, PUB|SUB (or SUB|PUB); any other word counts as DENY, as in
+Apache. A group's permission is kept under its retry topic (``%RETRY%group``), which is how
+requests name the group they need. Apache converts YAML scalars to Java strings and booleans the
+way fastjson does (``secretKey: 12345678`` is the string "12345678"); so do we.
+
+YAML is parsed with PyYAML's ``safe_load``: plain data only, no object construction from tags.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pyrmq.common.acl.address import AddressPattern, AddressPatternError, parse_address_pattern
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ANY", "DENY", "PUB", "SUB", "Account", "AclConfigError", "PlainAclConfig", "load_plain_acl",
+           "parse_perm", "parse_plain_acl"]
+
+# Permission bits, as Apache's acl Permission class defines them.
+DENY = 1
+ANY = 2
+PUB = 4
+SUB = 8
+
+_PERM_WORDS = {"PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB, "DENY": DENY}
+# Apache refuses shorter keys (ACCESS_KEY_MIN_LENGTH / SECRET_KEY_MIN_LENGTH: "longer than 6").
+KEY_MIN_LENGTH = 7
+# An operator's file; anything this large is a mistake, not a config.
+MAX_FILE_BYTES = 16 * 1024 * 1024
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+
+
+class AclConfigError(ValueError):
+    """A ``plain_acl.yml`` that cannot be used as a whole; the message says where and why."""
+
+
+@dataclass(frozen=True)
+class Account:
+    access_key: str
+    secret_key: str = field(repr=False)
+    white_remote_address: AddressPattern
+    admin: bool
+    default_topic_perm: int
+    default_group_perm: int
+    # Topics and retry topics of groups. None when the account lists no topicPerms or groupPerms:
+    # Apache lets such an admin account reach every resource.
+    resource_perms: Mapping[str, int] | None
+
+
+@dataclass(frozen=True)
+class PlainAclConfig:
+    global_white: tuple[AddressPattern, ...] = ()
+    accounts: Mapping[str, Account] = field(default_factory=dict)
+
+
+def parse_perm(word: str | None) -> int:
+    if word is None:
+        return DENY
+    return _PERM_WORDS.get(word.strip(), DENY)
+
+
+def load_plain_acl(path: Path) -> PlainAclConfig:
+    """Read and parse the file (blocking: call from a worker thread on a running broker)."""
+    with open(path, "rb") as f:
+        data = f.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise AclConfigError(f"{path}: larger than {MAX_FILE_BYTES} bytes")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise AclConfigError(f"{path}: not UTF-8 ({exc})") from None
+    return parse_plain_acl(text, str(path))
+
+
+def parse_plain_acl(text: str, source: str = "plain_acl.yml") -> PlainAclConfig:
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise AclConfigError(f"{source}: not valid YAML: {exc}") from None
+    if document is None:
+        log.warning("%s has no data: every request without a white address is refused", source)
+        return PlainAclConfig()
+    if not isinstance(document, dict):
+        raise AclConfigError(f"{source}: the top level must be a mapping, not {type(document).__name__}")
+    white = tuple(_pattern(source, "globalWhiteRemoteAddresses", _text(source, "globalWhiteRemoteAddresses", item))
+                  for item in _list(source, "globalWhiteRemoteAddresses", document.get("globalWhiteRemoteAddresses")))
+    accounts: dict[str, Account] = {}
+    for number, entry in enumerate(_list(source, "accounts", document.get("accounts")), start=1):
+        where = f"{source}: account #{number}"
+        if not isinstance(entry, dict):
+            raise AclConfigError(f"{where} must be a mapping with accessKey, secretKey, ...")
+        account = _account(where, entry)
+        if account.access_key in accounts:
+            # Apache keeps the first definition of an access key and warns about the others.
+            log.warning("%s repeats accessKey %s; the first definition is used", where, account.access_key)
+            continue
+        accounts[account.access_key] = account
+    return PlainAclConfig(white, accounts)
+
+
+def _account(where: str, entry: dict[Any, Any]) -> Account:
+    access_key = _text(where, "accessKey", entry.get("accessKey"))
+    secret_key = _text(where, "secretKey", entry.get("secretKey"))
+    if access_key is None or secret_key is None or len(access_key) < KEY_MIN_LENGTH or len(secret_key) < KEY_MIN_LENGTH:
+        raise AclConfigError(f"{where} (accessKey={access_key}): accessKey and secretKey are required "
+                             f"and must be longer than {KEY_MIN_LENGTH - 1} characters")
+    where = f"{where} (accessKey={access_key})"
+    perms: dict[str, int] = {}
+    # Groups first, then topics, as Apache adds them: a topic entry wins over a group's retry topic.
+    for key, is_topic in (("groupPerms", False), ("topicPerms", True)):
+        for item in _list(where, key, entry.get(key)):
+            resource, perm = _resource_perm(where, key, item)
+            perms[resource if is_topic else RETRY_GROUP_TOPIC_PREFIX + resource] = perm
+    return Account(
+        access_key=access_key, secret_key=secret_key,
+        white_remote_address=_pattern(where, "whiteRemoteAddress", _text(where, "whiteRemoteAddress",
+                                                                        entry.get("whiteRemoteAddress"))),
+        admin=_flag(where, "admin", entry.get("admin")),
+        default_topic_perm=_perm(where, "defaultTopicPerm", entry.get("defaultTopicPerm")),
+        default_group_perm=_perm(where, "defaultGroupPerm", entry.get("defaultGroupPerm")),
+        resource_perms=perms or None)
+
+
+def _resource_perm(where: str, key: str, item: Any) -> tuple[str, int]:
+    text = _text(where, key, item)
+    # Apache splits on '=' dropping empty pieces and wants exactly two: resource=PERM.
+    pieces = [p for p in (text or "").split("=") if p]
+    if len(pieces) != 2 or not pieces[0].strip():
+        raise AclConfigError(f"{where}: {key} entry {item!r} is not resource=PERM (for example topicA=PUB|SUB)")
+    return pieces[0].strip(), _perm(where, f"{key} entry {pieces[0].strip()!r}", pieces[1])
+
+
+def _perm(where: str, key: str, value: Any) -> int:
+    word = _text(where, key, value)
+    perm = parse_perm(word)
+    if word is not None and perm == DENY and word.strip() != "DENY":
+        log.warning("%s: %s=%r is not DENY, PUB, SUB or PUB|SUB; it counts as DENY", where, key, word)
+    return perm
+
+
+def _text(where: str, key: str, value: Any) -> str | None:
+    """A YAML scalar as the Java string fastjson would make of it."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    raise AclConfigError(f"{where}: {key} must be a single value, not {type(value).__name__} {value!r}")
+
+
+def _flag(where: str, key: str, value: Any) -> bool:
+    if value is None:
+        return False
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise AclConfigError(f"{where}: {key} must be true or false, not {value!r}")
+
+
+def _list(where: str, key: str, value: Any) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise AclConfigError(f"{where}: {key} must be a list")
+    return value
+
+
+def _pattern(where: str, key: str, text: str | None) -> AddressPattern:
+    try:
+        return parse_address_pattern(text)
+    except AddressPatternError as exc:
+        raise AclConfigError(f"{where}: {key}: {exc}") from None
