@@ -18,7 +18,9 @@ import trio
 from pyrmq.broker.config import ConfigError, LoadedConfig, load_config_file
 from pyrmq.broker.controller import BrokerController
 from pyrmq.codec.java_properties import parse_properties
+from pyrmq.common.acl.address import AddressPatternError
 from pyrmq.namesrv.controller import NamesrvConfig, NamesrvController
+from pyrmq.namesrv.write_guard import parse_allow_list
 from pyrmq.remoting.tls_config import TlsConfigError
 
 log = logging.getLogger("pyrmq")
@@ -52,6 +54,8 @@ def namesrv_config(args) -> NamesrvConfig:
     config.bind_address = args.bind
     if args.kv_config_path:
         config.kv_config_path = args.kv_config_path
+    # --write-allow replaces namesrv.conf's writeAllowedAddresses; either is checked now.
+    config.write_allowed_addresses = _allow_list(args.write_allow or [config.write_allowed_addresses])
     return config
 
 
@@ -90,6 +94,21 @@ def embedded_namesrv_config(loaded: LoadedConfig, port: int) -> NamesrvConfig:
                          tls=loaded.tls)
 
 
+def _allow_list(values: list[str] | None) -> str:
+    """The --write-allow values as one ';'-separated setting, each pattern checked now."""
+    patterns = [item.strip() for value in values or [] for item in value.split(";") if item.strip()]
+    try:
+        parse_allow_list(patterns)
+    except AddressPatternError as exc:
+        raise ConfigError(f"write allow-list: {exc}") from None
+    return ";".join(patterns)
+
+
+_WRITE_ALLOW_HELP = ("only peers matching PATTERN (Apache white address syntax: 10.0.0.*, 10.0.0.1-9, "
+                     "10.0.0.{1,2}, one address, *) may register brokers, change write permissions or KV "
+                     "config; repeatable; default: anyone")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pyrmq", description="RocketMQ-compatible NameServer and Broker")
     parser.add_argument("--log-level", default=os.environ.get("PYRMQ_LOG_LEVEL", "INFO"))
@@ -100,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     p_ns.add_argument("--port", type=int, default=None, help="listen port (default: listenPort or 9876)")
     p_ns.add_argument("--bind", default="0.0.0.0", help="address to listen on (default: all)")
     p_ns.add_argument("--kv-config-path", help="kvConfig.json location (default ~/namesrv/kvConfig.json)")
+    p_ns.add_argument("--write-allow", action="append", metavar="PATTERN", help=_WRITE_ALLOW_HELP)
 
     p_br = sub.add_parser("broker", help="run a Broker")
     p_br.add_argument("-c", "--config", help="broker.conf (Apache RocketMQ keys)")
@@ -108,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     p_sa = sub.add_parser("standalone", help="NameServer and Broker in one process")
     p_sa.add_argument("-c", "--config", help="broker.conf (Apache RocketMQ keys)")
     p_sa.add_argument("--namesrv-port", type=int, default=9876)
+    p_sa.add_argument("--namesrv-write-allow", action="append", metavar="PATTERN",
+                      help=_WRITE_ALLOW_HELP + " (the embedded broker registers from 127.0.0.1)")
 
     args = parser.parse_args(argv)
     _configure_logging(args.log_level)
@@ -123,7 +145,12 @@ def main(argv: list[str] | None = None) -> int:
             own = f"127.0.0.1:{args.namesrv_port}"
             addrs = [own] + [a for a in loaded.broker.namesrv_addrs if a != own]
             loaded.broker.namesrv_addr = ";".join(addrs)
-            namesrv = NamesrvController(embedded_namesrv_config(loaded, args.namesrv_port))
+            ns_config = embedded_namesrv_config(loaded, args.namesrv_port)
+            ns_config.write_allowed_addresses = _allow_list(args.namesrv_write_allow)
+            allowed = parse_allow_list([ns_config.write_allowed_addresses])
+            if allowed and not any(p.matches("127.0.0.1") for p in allowed):
+                log.warning("--namesrv-write-allow does not admit 127.0.0.1: the embedded broker cannot register")
+            namesrv = NamesrvController(ns_config)
         else:
             loaded = load_config_file(args.config, overrides)
         broker = BrokerController(loaded)

@@ -15,6 +15,7 @@ from pyrmq.common.persister import ConfigPersister
 from pyrmq.namesrv.kv_config import KVConfigManager
 from pyrmq.namesrv.processor import build_processors
 from pyrmq.namesrv.route_info import RouteInfoManager
+from pyrmq.namesrv.write_guard import WriteGuard, parse_allow_list
 from pyrmq.remoting.channel import Channel
 from pyrmq.remoting.server import RemotingServer
 from pyrmq.remoting.tls import tls_listener_wrapper
@@ -38,6 +39,9 @@ class NamesrvConfig:
     server_channel_max_idle_time_seconds: int = 120
     partial_frame_timeout_seconds: int = 30
     server_channel_write_timeout_seconds: int = 30
+    # pyrmq's own: Apache white address patterns separated by ';'. When set, only peers matching
+    # one may send the codes that change routes or KV config (write_guard.py); empty: anyone.
+    write_allowed_addresses: str = ""
     # tls.* keys (Apache's system property names), from namesrv.conf or the broker's config.
     tls: TlsConfig = field(default_factory=TlsConfig)
 
@@ -63,6 +67,7 @@ class NamesrvConfig:
 
     def as_properties(self) -> dict[str, str]:
         return {"listenPort": str(self.listen_port), "kvConfigPath": self.kv_config_path,
+                "writeAllowedAddresses": self.write_allowed_addresses,
                 "orderMessageEnable": str(self.order_message_enable).lower(),
                 "serverChannelMaxIdleTimeSeconds": str(self.server_channel_max_idle_time_seconds),
                 "partialFrameTimeoutSeconds": str(self.partial_frame_timeout_seconds),
@@ -73,7 +78,8 @@ _PROPERTY_FIELDS = {"listenPort": "listen_port", "kvConfigPath": "kv_config_path
                     "orderMessageEnable": "order_message_enable",
                     "serverChannelMaxIdleTimeSeconds": "server_channel_max_idle_time_seconds",
                     "partialFrameTimeoutSeconds": "partial_frame_timeout_seconds",
-                    "serverChannelWriteTimeoutSeconds": "server_channel_write_timeout_seconds"}
+                    "serverChannelWriteTimeoutSeconds": "server_channel_write_timeout_seconds",
+                    "writeAllowedAddresses": "write_allowed_addresses"}
 
 
 class NamesrvController:
@@ -85,6 +91,10 @@ class NamesrvController:
         self.kv_config.persister = self.config_persister
         processors = build_processors(config=config, routes=self.route_info, kv=self.kv_config,
                                       persister=self.config_persister)
+        self.write_guard: WriteGuard | None = None
+        if config.write_allowed_addresses.strip():
+            self.write_guard = WriteGuard(parse_allow_list([config.write_allowed_addresses]))
+            processors.add_check(self.write_guard.check)
         self.server = RemotingServer(processors, config.bind_address, config.listen_port,
                                      name="namesrv", on_channel=self._on_channel,
                                      idle_timeout=config.server_channel_max_idle_time_seconds,
