@@ -51,3 +51,9 @@ def test_signature_matches_is_exact():
     assert not signature_matches(JAVA_SIGNATURE, JAVA_SIGNATURE[:-1])
     assert not signature_matches(JAVA_SIGNATURE, None)
     assert not signature_matches(JAVA_SIGNATURE, "\udc80")
+
+
+def test_signature_of_equals_the_two_steps():
+    from pyrmq.common.acl.signature import signature_of
+    assert signature_of(JAVA_EXT_FIELDS, memoryview(JAVA_BODY), "12345678") == JAVA_SIGNATURE
+    assert signature_of({"a": "1"}, None, "k") == calculate_signature(b"1", "k")

@@ -128,6 +128,8 @@ def _java_string_hash(text: str) -> int:
 def java_hash_order(keys: list[str]) -> list[str]:
     """The iteration order of a java.util.HashMap into which ``keys`` were put in this order:
     by bucket (the spread String.hashCode masked by the capacity), then by insertion."""
+    if len(keys) < 2:
+        return keys
     capacity = _JAVA_MAP_CAPACITY
     while len(keys) > capacity * 3 // 4:
         capacity *= 2

@@ -16,6 +16,7 @@ range pattern must match, so a pattern never admits more than it says.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from dataclasses import dataclass
@@ -52,6 +53,7 @@ def remote_host(remote_addr: str) -> str:
     return str(address)
 
 
+@functools.lru_cache(maxsize=4096)   # a broker sees the same few peers over and over
 def _canonical(host: str) -> str | None:
     """One spelling per address: IPv4 dotted, IPv6 fully expanded; None for a non-address."""
     try:
@@ -94,14 +96,20 @@ class AddressRange:
     groups: tuple[tuple[int, int], ...]
 
     def matches(self, host: str) -> bool:
-        canonical = _canonical(host)
-        if canonical is None:
+        values = _group_values(host)
+        if values is None or len(values) != len(self.groups):
             return False
-        is_v6 = ":" in canonical
-        if is_v6 != (len(self.groups) == _IPV6_GROUPS):
-            return False
-        values = [int(g, 16) for g in canonical.split(":")] if is_v6 else [int(g) for g in canonical.split(".")]
         return all(low <= value <= high for value, (low, high) in zip(values, self.groups))
+
+
+@functools.lru_cache(maxsize=4096)
+def _group_values(host: str) -> tuple[int, ...] | None:
+    canonical = _canonical(host)
+    if canonical is None:
+        return None
+    if ":" in canonical:
+        return tuple(int(g, 16) for g in canonical.split(":"))
+    return tuple(int(g) for g in canonical.split("."))
 
 
 def parse_address_pattern(text: str | None) -> AddressPattern:

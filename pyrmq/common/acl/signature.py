@@ -18,7 +18,7 @@ import hmac
 from collections.abc import Iterable, Mapping
 
 __all__ = ["ACCESS_KEY", "SECURITY_TOKEN", "SIGNATURE", "UNIQUE_KEY_QUERY", "calculate_signature",
-           "sign_ext_fields", "signature_matches", "signed_content"]
+           "sign_ext_fields", "signature_matches", "signature_of", "signed_content"]
 
 ACCESS_KEY = "AccessKey"
 SECURITY_TOKEN = "SecurityToken"
@@ -32,12 +32,17 @@ def _java_order(name: str) -> bytes:
     return name.encode("utf-16-be", "surrogatepass")
 
 
+def _signed_values(ext_fields: Mapping[str, str], leave_out: Iterable[str]) -> bytes:
+    skipped = set(leave_out)
+    # Code point order is UTF-16 order unless a name holds characters past U+D7FF (rare).
+    names = sorted(ext_fields) if "".join(ext_fields).isascii() else sorted(ext_fields, key=_java_order)
+    return "".join(ext_fields[name] for name in names if name not in skipped).encode("utf-8", "surrogatepass")
+
+
 def signed_content(ext_fields: Mapping[str, str], body: bytes | memoryview | None,
                    leave_out: Iterable[str] = (SIGNATURE,)) -> bytes:
     """What is signed: the sorted extField values (but ``leave_out``) and then the body."""
-    skipped = set(leave_out)
-    text = "".join(ext_fields[name] for name in sorted(ext_fields, key=_java_order) if name not in skipped)
-    content = text.encode("utf-8", "surrogatepass")
+    content = _signed_values(ext_fields, leave_out)
     return content + bytes(body) if body else content
 
 
@@ -45,6 +50,15 @@ def calculate_signature(content: bytes, secret_key: str) -> str:
     """Base64 of HMAC-SHA1(secret_key, content), as ``AclSigner.calSignature``."""
     digest = hmac.new(secret_key.encode("utf-8"), content, hashlib.sha1).digest()
     return base64.b64encode(digest).decode("ascii")
+
+
+def signature_of(ext_fields: Mapping[str, str], body: bytes | memoryview | None, secret_key: str,
+                 leave_out: Iterable[str] = (SIGNATURE,)) -> str:
+    """``calculate_signature(signed_content(...))`` without copying the body."""
+    mac = hmac.new(secret_key.encode("utf-8"), _signed_values(ext_fields, leave_out), hashlib.sha1)
+    if body:
+        mac.update(body)
+    return base64.b64encode(mac.digest()).decode("ascii")
 
 
 def signature_matches(expected: str, given: str | None) -> bool:
@@ -61,5 +75,5 @@ def sign_ext_fields(ext_fields: Mapping[str, str], body: bytes | None, access_ke
     signed[ACCESS_KEY] = access_key
     if security_token is not None:
         signed[SECURITY_TOKEN] = security_token
-    signed[SIGNATURE] = calculate_signature(signed_content(signed, body), secret_key)
+    signed[SIGNATURE] = signature_of(signed, body, secret_key)
     return signed
