@@ -49,8 +49,9 @@ def _send(request: RemotingCommand, topic_field: str, group_field: str) -> list[
 
 
 def _heart_beat(request: RemotingCommand) -> list[tuple[str | None, int]]:
+    body = request.body if isinstance(request.body, (bytes, bytearray, memoryview)) else b""
     try:
-        data = fastjson.loads(request.body or b"")
+        data = fastjson.loads(body)
     except ProtocolError as exc:
         raise AclDenied(f"heartbeat body: {exc}") from None
     if not isinstance(data, dict):

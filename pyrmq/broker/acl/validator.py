@@ -45,6 +45,7 @@ __all__ = ["ACL_EXCEPTION", "AclValidator", "check_permission"]
 ACL_EXCEPTION = "org.apache.rocketmq.acl.common.AclException"
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 _LOGGED_ATTRIBUTE = "acl_refusal_logged"
+_HOST_ATTRIBUTE = "acl_remote_host"
 
 
 def check_permission(needed: int, owned: int) -> bool:
@@ -65,8 +66,11 @@ class AclValidator:
 
     def check(self, channel: Channel, request: RemotingCommand) -> None:
         """A ``ProcessorTable`` check: returns to let the request through, raises RequestError."""
+        host = channel.attributes.get(_HOST_ATTRIBUTE)
+        if host is None:   # parsed once per connection, not per request
+            host = channel.attributes[_HOST_ATTRIBUTE] = remote_host(channel.remote_addr)
         try:
-            self.validate(request, remote_host(channel.remote_addr))
+            self.validate(request, str(host))
         except AclDenied as exc:
             self.refused += 1
             level = logging.DEBUG if channel.attributes.get(_LOGGED_ATTRIBUTE) else logging.WARNING
