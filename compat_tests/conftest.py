@@ -115,10 +115,11 @@ def java_client(client_kind: str, java_toolchain, tmp_path_factory) -> JavaClien
 
 def _start_server(kind: str, request: pytest.FixtureRequest, tmp_path_factory,
                   flush_disk_type: str = "ASYNC_FLUSH", broker_extra: dict[str, str] | None = None,
-                  tls: dict[str, str] | None = None, probe_ssl: ssl.SSLContext | None = None) -> Server:
+                  tls: dict[str, str] | None = None, probe_ssl: ssl.SSLContext | None = None,
+                  plain_acl: str | None = None) -> Server:
     config = ServerConfig(tmp_path_factory.mktemp(f"{kind}-server"), allocate_ports(),
                           flush_disk_type=flush_disk_type, broker_extra=dict(broker_extra or {}),
-                          tls=dict(tls or {}), probe_ssl=probe_ssl)
+                          tls=dict(tls or {}), probe_ssl=probe_ssl, plain_acl=plain_acl)
     if kind == "apache":
         srv: Server = ApacheServer(config, request.getfixturevalue("reference_build").classpath)
     elif kind == "pyrmq-split":

@@ -159,6 +159,9 @@ class ServerConfig:
     # (and namesrv.conf).  The readiness probe speaks TLS with probe_ssl when given.
     tls: dict[str, str] = field(default_factory=dict)
     probe_ssl: ssl.SSLContext | None = None
+    # ACL 1.0: the text of plain_acl.yml; when set the broker runs with aclEnable=true and reads
+    # it where each server kind looks (pyrmq: beside broker.conf; Apache: $ROCKETMQ_HOME/conf).
+    plain_acl: str | None = None
 
     @property
     def store_dir(self) -> Path:
@@ -185,6 +188,8 @@ class ServerConfig:
             "autoCreateSubscriptionGroup": "true",
             "mappedFileSizeCommitLog": str(self.mapped_file_size_commit_log),
         }
+        if self.plain_acl is not None:
+            keys["aclEnable"] = "true"
         keys.update(self.broker_extra)
         keys.update(extra or {})
         return "".join(f"{k}={v}\n" for k, v in keys.items())
@@ -204,6 +209,19 @@ class Server(ABC):
         self.config.workdir.mkdir(parents=True, exist_ok=True)
         self.config.home.mkdir(parents=True, exist_ok=True)
         self.starts = 0
+        if config.plain_acl is not None:
+            self.write_plain_acl(config.plain_acl)
+
+    @property
+    def plain_acl_path(self) -> Path:
+        """Where this kind's broker reads plain_acl.yml: pyrmq beside its -c file (the work
+        directory), Apache in $ROCKETMQ_HOME/conf (overridden in ApacheServer)."""
+        return self.config.workdir / "plain_acl.yml"
+
+    def write_plain_acl(self, text: str) -> None:
+        """(Re)write the broker's plain_acl.yml; a running broker picks the change up."""
+        self.plain_acl_path.parent.mkdir(parents=True, exist_ok=True)
+        self.plain_acl_path.write_text(text)
 
     # -- addresses
     @property
@@ -523,6 +541,10 @@ class ApacheServer(TwoProcessServer):
 
     def _env(self) -> dict[str, str]:
         return dict(os.environ, ROCKETMQ_HOME=str(self.config.home))
+
+    @property
+    def plain_acl_path(self) -> Path:
+        return self.config.home / "conf" / "plain_acl.yml"
 
     def _launch(self) -> None:
         if self.namesrv is None or self.namesrv.poll() is not None:

@@ -22,6 +22,9 @@
 //	admin-delete-topic [--broker ADDR]
 //	route           the topic's publish queues as the Go client sees them (GET_ROUTEINFO_BY_TOPIC)
 //
+// ACL 1.0: --access-key AK --secret-key SK make every client of the scenario sign its requests
+// (primitive.Credentials: the producer, push and pull consumers, admin).
+//
 // Messages: body "<topic or --body-prefix>-<i>", keys "k-<i>", user property seq=<i>, tags
 // cycled from --tags. Events, one JSON object per line on stdout: sent, send_failed, batch,
 // recv, pull, rebalance, balanced, route, created, deleted, summary, error, exit. Go client logs
@@ -96,6 +99,27 @@ type options struct {
 	retryFirst  bool
 	idleMs      int
 	deadlineMs  int
+	accessKey   string
+	secretKey   string
+}
+
+// credentials is the ACL identity of --access-key / --secret-key; ok is false without one.
+func (o *options) credentials() (c primitive.Credentials, ok bool) {
+	return primitive.Credentials{AccessKey: o.accessKey, SecretKey: o.secretKey}, o.accessKey != ""
+}
+
+func producerOptions(o *options, opts ...producer.Option) []producer.Option {
+	if c, ok := o.credentials(); ok {
+		opts = append(opts, producer.WithCredentials(c))
+	}
+	return opts
+}
+
+func consumerOptions(o *options, opts ...consumer.Option) []consumer.Option {
+	if c, ok := o.credentials(); ok {
+		opts = append(opts, consumer.WithCredentials(c))
+	}
+	return opts
 }
 
 func parse(scenario string, args []string) *options {
@@ -122,6 +146,8 @@ func parse(scenario string, args []string) *options {
 		"push-consume: fail every first delivery (ConsumeRetryLater, delay level 1 = 1 s) and accept the redelivery")
 	fs.IntVar(&o.idleMs, "idle-ms", 1000, "after the expected messages, wait this long for extra ones")
 	fs.IntVar(&o.deadlineMs, "deadline-ms", 90000, "give up (exit 3) after this long")
+	fs.StringVar(&o.accessKey, "access-key", "", "ACL: sign requests with this AccessKey (and --secret-key)")
+	fs.StringVar(&o.secretKey, "secret-key", "", "ACL: the account's SecretKey")
 	if err := fs.Parse(args); err != nil {
 		os.Exit(2)
 	}
@@ -212,12 +238,12 @@ func newProducer(o *options) rocketmq.Producer {
 	if group == "" {
 		group = "GO_COMPAT_PRODUCER"
 	}
-	p, err := rocketmq.NewProducer(
+	p, err := rocketmq.NewProducer(producerOptions(o,
 		producer.WithNameServer([]string{o.namesrv}),
 		producer.WithGroupName(group),
 		producer.WithInstanceName(instanceName("producer")),
 		producer.WithRetry(2),
-	)
+	)...)
 	if err != nil {
 		fail(fmt.Errorf("new producer: %w", err))
 	}
@@ -345,7 +371,11 @@ func shutdown(what string, f func() error) {
 // ---------------------------------------------------------------------------------- admin
 
 func newAdmin(o *options) admin.Admin {
-	a, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver([]string{o.namesrv})))
+	adminOpts := []admin.AdminOption{admin.WithResolver(primitive.NewPassthroughResolver([]string{o.namesrv}))}
+	if c, ok := o.credentials(); ok {
+		adminOpts = append(adminOpts, admin.WithCredentials(c))
+	}
+	a, err := admin.NewAdmin(adminOpts...)
 	if err != nil {
 		fail(fmt.Errorf("new admin: %w", err))
 	}
@@ -536,7 +566,7 @@ func runPushConsume(o *options, deadline time.Time) {
 	var consumers []rocketmq.PushConsumer
 	for c := 0; c < o.consumers; c++ {
 		c := c
-		pc, err := rocketmq.NewPushConsumer(
+		pc, err := rocketmq.NewPushConsumer(consumerOptions(o,
 			consumer.WithNameServer([]string{o.namesrv}),
 			consumer.WithGroupName(o.group),
 			consumer.WithInstance(instanceName("consumer")),
@@ -544,7 +574,7 @@ func runPushConsume(o *options, deadline time.Time) {
 			consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
 			consumer.WithStrategy(asg.strategy(c)),
 			consumer.WithConsumerOrder(o.orderly),
-		)
+		)...)
 		if err != nil {
 			fail(fmt.Errorf("new push consumer %d: %w", c, err))
 		}
@@ -637,12 +667,12 @@ func prepareRetryTopic(o *options) {
 	none := func(string, string, []*primitive.MessageQueue, []string) []*primitive.MessageQueue {
 		return nil
 	}
-	pc, err := rocketmq.NewPushConsumer(
+	pc, err := rocketmq.NewPushConsumer(consumerOptions(o,
 		consumer.WithNameServer([]string{o.namesrv}),
 		consumer.WithGroupName(o.group),
 		consumer.WithInstance(instanceName("warmup")),
 		consumer.WithStrategy(none),
-	)
+	)...)
 	if err != nil {
 		fail(fmt.Errorf("new warm-up consumer: %w", err))
 	}
@@ -680,13 +710,13 @@ func pullStatus(s primitive.PullStatus) string {
 }
 
 func newPullConsumer(o *options) rocketmq.PullConsumer {
-	pc, err := rocketmq.NewPullConsumer(
+	pc, err := rocketmq.NewPullConsumer(consumerOptions(o,
 		consumer.WithNameServer([]string{o.namesrv}),
 		consumer.WithGroupName(o.group),
 		consumer.WithInstance(instanceName("pull")),
 		consumer.WithConsumerModel(consumer.Clustering),
 		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
-	)
+	)...)
 	if err != nil {
 		fail(fmt.Errorf("new pull consumer: %w", err))
 	}

@@ -27,6 +27,7 @@ import org.apache.rocketmq.client.ClientConfig;
  * props         many user properties (Bodies)
  * bigbody       maximum-size random bodies, digests reported (Bodies)
  * admin         DefaultMQAdminExt basics (Admin)
+ * acl           --op produce|consume|pull|create-topic signed with --access-key/--secret-key (Acl)
  *
  * Common: --create-topic Q (create the topic first), --body-prefix P (default: the topic),
  *         --deadline-ms D (hard stop of the JVM, default 120000), --body-size S (pad bodies to
@@ -94,6 +95,9 @@ public final class ScenarioRunner {
                     break;
                 case "admin":
                     Admin.run(o);
+                    break;
+                case "acl":
+                    Acl.run(o);
                     break;
                 case "create-topic":
                     Producers.createTopic(o, o.str("topic"), o.integer("queues", 4));
