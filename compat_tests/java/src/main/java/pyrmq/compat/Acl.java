@@ -36,9 +36,12 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  * acl --op consume       --group G --count N: push consumer from the first offset, up to --timeout-ms
  * acl --op pull          --group G: DefaultMQPullConsumer, one pull from offset 0 of each queue
  * acl --op create-topic  --broker-addr A: DefaultMQAdminExt.createAndUpdateTopicConfig (4 queues)
+ * acl --op query         --key K: DefaultMQAdminExt.queryMessage (QUERY_MESSAGE, signed with its
+ *                        _UNIQUE_KEY_QUERY field); the admin logs a refusal and finds nothing
  * </pre>
  *
- * Events: sent, recv, pull (queueId, status, found), created, refused (op, code, remark, error).
+ * Events: sent, recv, pull (queueId, status, found), created, query (found), refused (op, code,
+ * remark, error).
  */
 final class Acl {
     private Acl() {
@@ -60,6 +63,9 @@ final class Acl {
                     break;
                 case "create-topic":
                     createTopic(o, hook);
+                    break;
+                case "query":
+                    query(o, hook);
                     break;
                 default:
                     throw new IllegalArgumentException("unknown --op " + op);
@@ -148,6 +154,22 @@ final class Acl {
         } finally {
             c.shutdown();
         }
+    }
+
+    private static void query(Options o, RPCHook hook) throws Exception {
+        DefaultMQAdminExt admin = new DefaultMQAdminExt(hook);
+        admin.setNamesrvAddr(o.str("namesrv"));
+        admin.setInstanceName(ScenarioRunner.INSTANCE_BASE + "-acl-query");
+        admin.start();
+        int found = 0;
+        try {
+            found = admin.queryMessage(o.str("topic"), o.str("key"), 32, 0, Long.MAX_VALUE).getMessageList().size();
+        } catch (MQClientException e) {
+            // "query message by key finished, but no message.": every broker answered nothing usable
+        } finally {
+            admin.shutdown();
+        }
+        Json.event("query").put("found", found).emit();
     }
 
     private static void createTopic(Options o, RPCHook hook) throws Exception {
