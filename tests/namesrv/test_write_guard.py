@@ -57,3 +57,23 @@ def test_write_codes_cover_every_state_changing_processor():
             RequestCode.DELETE_TOPIC_IN_NAMESRV, RequestCode.QUERY_DATA_VERSION, 318} <= WRITE_CODES
     assert not {RequestCode.GET_ROUTEINFO_BY_TOPIC, RequestCode.GET_KV_CONFIG,
                 RequestCode.GET_BROKER_CLUSTER_INFO} & WRITE_CODES
+
+
+def test_allow_list_from_namesrv_conf_and_the_command_line(tmp_path, capsys):
+    import argparse
+
+    from pyrmq.cli import main as cli_main
+    from pyrmq.cli import namesrv_config
+
+    conf = tmp_path / "namesrv.conf"
+    conf.write_text("writeAllowedAddresses=10.0.0.*;192.168.1.{1,2}\n")
+
+    def args(*write_allow):
+        return argparse.Namespace(config=str(conf), port=None, bind="127.0.0.1", kv_config_path=None,
+                                  write_allow=list(write_allow) or None)
+
+    assert namesrv_config(args()).write_allowed_addresses == "10.0.0.*;192.168.1.{1,2}"
+    assert namesrv_config(args("127.0.0.1", "10.1.1.1-9")).write_allowed_addresses == "127.0.0.1;10.1.1.1-9"
+    conf.write_text("writeAllowedAddresses=10.0.0.300\n")
+    assert cli_main(["namesrv", "-c", str(conf), "--port", "0", "--bind", "127.0.0.1"]) == 2
+    assert "write allow-list: address pattern '10.0.0.300'" in capsys.readouterr().err
