@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from pyrmq.codec import fastjson
 from pyrmq.codec.errors import ProtocolError
+from pyrmq.store import crash_points
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,7 @@ def write_atomically(path: str | os.PathLike[str], text: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+    crash_points.reach("config.tmp_written")
     if path.exists():
         bak = path.with_name(path.name + ".bak")
         try:
@@ -50,6 +52,7 @@ def write_atomically(path: str | os.PathLike[str], text: str) -> None:
         except OSError as exc:   # the backup is a convenience; the new content still goes in
             log.warning("could not keep a backup of %s: %s", path, exc)
     os.replace(tmp, path)
+    crash_points.reach("config.renamed")
     _fsync_dir(path.parent)
 
 

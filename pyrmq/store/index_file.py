@@ -24,12 +24,14 @@ from pyrmq.codec.store_formats import (
     INDEX_SLOT_SIZE,
     index_file_size,
 )
+from pyrmq.store import crash_points
 from pyrmq.store.mapped_file import FixedMapping
 
 log = logging.getLogger(__name__)
 
 INVALID_INDEX = 0  # slot value / prev link meaning "no item"
 INT32_MAX = 0x7FFF_FFFF
+_CRASH_ITEM = crash_points.armed("index.item_written")
 
 
 def index_key_hash(key: str) -> int:
@@ -90,6 +92,8 @@ class IndexFile(FixedMapping):
             time_diff = min(INT32_MAX, delta // 1000) if delta >= 0 else 0
         INDEX_ITEM.pack_into(mm, self._items_start + count * INDEX_ITEM_SIZE,
                              key_hash, phy_offset, time_diff, slot_value)
+        if _CRASH_ITEM:
+            crash_points.reach("index.item_written")
         INDEX_SLOT.pack_into(mm, slot_pos, count)
         if count <= 1:
             self.begin_phy_offset = phy_offset

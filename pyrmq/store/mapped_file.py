@@ -12,6 +12,7 @@ import mmap
 import os
 
 from pyrmq.codec.commit_log_walk import FILE_NAME_DIGITS, offset_to_file_name
+from pyrmq.store import crash_points
 from pyrmq.store.model import StoreError
 
 __all__ = ["FILE_NAME_DIGITS", "OS_PAGE_SIZE", "FixedMapping", "MappedFile", "offset_to_file_name"]
@@ -19,6 +20,7 @@ __all__ = ["FILE_NAME_DIGITS", "OS_PAGE_SIZE", "FixedMapping", "MappedFile", "of
 log = logging.getLogger(__name__)
 
 OS_PAGE_SIZE = 4096
+_CRASH_CREATED = crash_points.armed("file.created.commitlog", "file.created.consumequeue", "file.created.index")
 
 
 class FixedMapping:
@@ -32,6 +34,8 @@ class FixedMapping:
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
         self.fd = os.open(path, flags, 0o644)
         try:
+            if create and _CRASH_CREATED:
+                crash_points.file_created(path)
             if create:
                 os.ftruncate(self.fd, file_size)   # sparse: nothing is written until used
             else:

@@ -22,10 +22,13 @@ import os
 import threading
 from typing import Callable
 
+from pyrmq.store import crash_points
 from pyrmq.store.mapped_file import FILE_NAME_DIGITS, OS_PAGE_SIZE, MappedFile, offset_to_file_name
 from pyrmq.store.model import StoreError
 
 log = logging.getLogger(__name__)
+
+_CRASH_MID_FLUSH = crash_points.armed("flush.between_files")
 
 
 class MappedFileQueue:
@@ -222,9 +225,11 @@ class MappedFileQueue:
                     return flushed
             todo = [mf for mf in files
                     if mf.file_from_offset + size > flushed and mf.file_from_offset < target]
-            for mf in todo:
+            for i, mf in enumerate(todo):
                 mf.sync()
                 mf.flushed_position = min(size, target - mf.file_from_offset)
+                if _CRASH_MID_FLUSH and i + 1 < len(todo):
+                    crash_points.reach("flush.between_files")
             with self._lock:
                 if target > self._flushed_where:
                     self._flushed_where = target

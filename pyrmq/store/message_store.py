@@ -24,6 +24,7 @@ from pyrmq.codec.message import (
     pickup_store_timestamp,
     string_to_properties,
 )
+from pyrmq.store import crash_points
 from pyrmq.store.checkpoint import StoreCheckpoint
 from pyrmq.store.clean_service import CleanService
 from pyrmq.store.commit_log import AppendError, CommitLog
@@ -66,6 +67,7 @@ __all__ = [
 
 MAX_TOPIC_LENGTH = 127  # 4.9.x broker limit (message.md §10)
 MAX_PROPERTIES_BYTES = 32767
+_CRASH_APPENDED = crash_points.armed("commitlog.appended")
 
 
 def _total_physical_memory() -> int:
@@ -245,6 +247,8 @@ class DefaultMessageStore:
         except AppendError as e:
             log.warning("put_message to %s rejected: %s", msg.topic, e)
             return PutMessageResult(e.status, None)
+        if _CRASH_APPENDED:
+            crash_points.reach("commitlog.appended")
         self.reput.dispatch_appended(begin, (request,))
         return PutMessageResult(PutMessageStatus.PUT_OK, result)
 
@@ -263,6 +267,8 @@ class DefaultMessageStore:
         except AppendError as e:
             log.warning("put_messages to %s rejected: %s", batch.topic, e)
             return PutMessageResult(e.status, None)
+        if _CRASH_APPENDED:
+            crash_points.reach("commitlog.appended")
         self.reput.dispatch_appended(begin, requests)
         return PutMessageResult(PutMessageStatus.PUT_OK, result)
 
