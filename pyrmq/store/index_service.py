@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 
 from pyrmq.codec.message_props import MessageConst, MessageSysFlag, property_value
 from pyrmq.store.checkpoint import StoreCheckpoint
+from pyrmq.codec.store_formats import index_file_size
 from pyrmq.store.index_file import IndexFile, index_key_hash
+from pyrmq.store.mapped_file_queue import is_all_zero
 from pyrmq.store.model import MessageStoreConfig, StoreError
 
 log = logging.getLogger(__name__)
@@ -66,6 +68,7 @@ class IndexService:
         """Open every index file; after a crash drop those newer than the checkpoint (§8 step 3)."""
         if not os.path.isdir(self.store_path):
             return
+        f_size = index_file_size(self.hash_slot_num, self.index_num)
         for name in sorted(os.listdir(self.store_path)):
             path = os.path.join(self.store_path, name)
             if not os.path.isfile(path):
@@ -73,7 +76,12 @@ class IndexService:
             try:
                 f = IndexFile(path, self.hash_slot_num, self.index_num)
             except StoreError as e:
-                log.warning("index file ignored: %s", e)
+                if os.path.getsize(path) < f_size and is_all_zero(path):
+                    # created, never sized: a crash during the creation (nothing was indexed in it)
+                    log.warning("deleting unsized index file %s", path)
+                    os.unlink(path)
+                else:
+                    log.warning("index file ignored: %s", e)
                 continue
             if not last_exit_ok and f.end_timestamp > self.checkpoint.index_msg_timestamp:
                 log.info("abnormal exit: deleting index file %s (end %d > checkpoint %d)",
@@ -81,6 +89,13 @@ class IndexService:
                 f.destroy()
                 continue
             self.index_files.append(f)
+
+    def indexed_until(self, min_phy_offset: int) -> int:
+        """The commit log offset from which records are not indexed yet: the last kept file's
+        end (a record start; that record is skipped as already indexed), ``min_phy_offset`` when
+        no file was kept."""
+        files = self.index_files
+        return files[-1].end_phy_offset if files else min_phy_offset
 
     def flush(self) -> None:
         """Sync full files not yet synced (then record them in the checkpoint) and the last file.

@@ -31,6 +31,34 @@ log = logging.getLogger(__name__)
 _CRASH_MID_FLUSH = crash_points.armed("flush.between_files")
 
 
+def is_all_zero(path: str) -> bool:
+    chunk = 1 << 20
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            if block.count(0) != len(block):
+                return False
+    return True
+
+
+def drop_unsized_tail(directory: str, names: list[str], file_size: int) -> None:
+    """Delete the newest files of ``names`` (sorted) that a crash left shorter than ``file_size``
+    and without a non-zero byte, and remove them from ``names``.
+
+    A crash between creating a store file and sizing it leaves such a file; nothing can have been
+    written to it (records go through the mapping of a sized file), so the store is what it was a
+    moment before the creation.  A short file holding data is not touched: loading it fails.
+    """
+    while names:
+        path = os.path.join(directory, names[-1])
+        size = os.path.getsize(path)
+        if size >= file_size or not is_all_zero(path):
+            return
+        log.warning("deleting %s: %d bytes of zeros, not the %d of a store file (a crash while "
+                    "creating it)", path, size, file_size)
+        os.unlink(path)
+        names.pop()
+
+
 class MappedFileQueue:
     def __init__(self, store_path: str, mapped_file_size: int) -> None:
         if mapped_file_size <= 0:
@@ -60,6 +88,7 @@ class MappedFileQueue:
         names = sorted(
             n for n in os.listdir(self.store_path) if len(n) == FILE_NAME_DIGITS and n.isdigit()
         )
+        drop_unsized_tail(self.store_path, names, self.mapped_file_size)
         files = []
         try:
             for name in names:

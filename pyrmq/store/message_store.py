@@ -175,8 +175,14 @@ class DefaultMessageStore:
                 self._commit_log, checkpoint=self.checkpoint, check_crc=cfg.check_crc_on_recover,
                 max_phy_offset_of_cq=max_phy_cq, truncate_cqs=queues.truncate_dirty,
                 destroy_cqs=queues.destroy_all, clean_run=self._clean_run)
+        replay_from = recovered.replay_from
+        if not self.last_exit_ok and self.index_service is not None:
+            # index files written since the index checkpoint were dropped (they may be torn):
+            # their records are indexed again, wherever the consume queues' replay starts
+            replay_from = max(min(replay_from, self.index_service.indexed_until(self._commit_log.min_offset)),
+                              self._commit_log.min_offset, 0)
         # the replay goes through the same pipeline as every put
-        self.reput.reput_from_offset = recovered.replay_from
+        self.reput.reput_from_offset = replay_from
         end = self.reput.do_reput()
         if end is not WalkEnd.END_OF_DATA:
             log.error("replay after recovery stopped at %d (%s) before the commit log end %d",
