@@ -221,7 +221,7 @@ class SendMessageProcessor:
                 reconsume_times=reconsume_times,
                 tags_code=tags_string_to_tags_code(properties.get(MessageConst.PROPERTY_TAGS)))
             result = self.store.put_message(inner)
-        return self._respond(request, result, queue_id, wait_store)
+        return self._respond(request, result, queue_id, wait_store, self.topics.created_unwritten(topic))
 
     def _check(self, request: RemotingCommand, header: dict[str, str], keys: _Keys, topic: str, queue_id: int):
         broker = self.config
@@ -267,7 +267,7 @@ class SendMessageProcessor:
         return topic_config
 
     def _respond(self, request: RemotingCommand, result: PutMessageResult, queue_id: int,
-                 wait_store: bool) -> RemotingCommand | Deferred:
+                 wait_store: bool, topic_unwritten: bool = False) -> RemotingCommand | Deferred:
         code, remark = _PUT_STATUS_RESPONSES.get(result.status, (ResponseCode.SYSTEM_ERROR, str(result.status)))
         if result.status is PutMessageStatus.SERVICE_NOT_AVAILABLE:
             # as Apache's diskUtil(): the last readings of the clean service, no statvfs here
@@ -278,16 +278,22 @@ class SendMessageProcessor:
         ext = {"msgId": append.msg_id, "queueId": str(queue_id), "queueOffset": str(append.logics_offset),
                **self._response_fields}
         self.stats.put_count += append.msg_num
-        if not (self.sync_flush and wait_store):
+        sync = self.sync_flush and wait_store
+        if not (sync or topic_unwritten):
             return request.response(ResponseCode.SUCCESS, ext_fields=ext)
 
         # SYNC_FLUSH: SEND_OK only once the record is on disk (group commit, off the event loop);
         # the channel awaits the answer without holding up its reader.
-        return self._answer_when_flushed(request, ext, append.wrote_offset + append.wrote_bytes)
+        return self._answer_when_durable(request, ext, append.wrote_offset + append.wrote_bytes if sync else None,
+                                         topic_unwritten)
 
-    async def _answer_when_flushed(self, request: RemotingCommand, ext: dict[str, str],
-                                   next_offset: int) -> RemotingCommand:
-        flushed = await self.flush_service.wait_flushed(next_offset)
+    async def _answer_when_durable(self, request: RemotingCommand, ext: dict[str, str], next_offset: int | None,
+                                   topic_unwritten: bool) -> RemotingCommand:
+        # A topic auto-created by this send is written to topics.json first (Apache persists it
+        # before answering): after a crash that forgot it, the message would have no route.
+        if topic_unwritten and not await self.topics.wait_written():
+            return request.response(ResponseCode.SYSTEM_ERROR, "persisting topics.json failed, see the server log")
+        flushed = next_offset is None or await self.flush_service.wait_flushed(next_offset)
         return request.response(ResponseCode.SUCCESS if flushed else ResponseCode.FLUSH_DISK_TIMEOUT, ext_fields=ext)
 
     def consumer_send_msg_back(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:

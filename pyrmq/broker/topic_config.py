@@ -104,6 +104,8 @@ class TopicConfigManager(VersionedConfigTable[TopicConfig]):
         # Every change reaches the NameServers at once (Java's registerBrokerAll after a change).
         self.on_change = on_change
         self.auto_create_topic_enable = auto_create_topic_enable
+        # topics created by a send whose topics.json write is not done yet (see created_unwritten)
+        self._created_unwritten: set[str] = set()
         self._add_system_topics(cluster_name, broker_name, default_topic_queue_nums,
                                 cluster_topic_enable, broker_topic_enable)
 
@@ -151,6 +153,35 @@ class TopicConfigManager(VersionedConfigTable[TopicConfig]):
         self._changed()
         return True
 
+    def _created(self, config: TopicConfig) -> None:
+        """Add a topic a message is being stored to; until it is on disk, sends to it are
+        answered only after the write (``created_unwritten``), as Apache persists before answering."""
+        self.update(config)
+        persister = self.persister
+        if persister is None:
+            return
+        name = config.topic_name
+        self._created_unwritten.add(name)
+
+        def written(ok: bool) -> None:
+            if ok:
+                self._created_unwritten.discard(name)
+            else:   # the persister retries; keep holding answers until it succeeds
+                persister.when_written(written)
+
+        persister.when_written(written)
+
+    def created_unwritten(self, topic: str) -> bool:
+        """True while ``topic`` was auto-created and topics.json does not hold it yet: a crash
+        now would lose the topic, and with it the route to every message already stored in it."""
+        return topic in self._created_unwritten
+
+    async def wait_written(self) -> bool:
+        """Wait until everything changed so far is on disk; False if that write failed."""
+        if self.persister is None:
+            return True
+        return await self.persister.wait_written()
+
     def create_in_send(self, topic: str, default_topic: str, client_queue_nums: int,
                        topic_sys_flag: int) -> TopicConfig | None:
         """Auto-create ``topic`` from the template ``default_topic`` (normally TBW102)."""
@@ -171,7 +202,7 @@ class TopicConfigManager(VersionedConfigTable[TopicConfig]):
         config = TopicConfig(topic, queue_nums, queue_nums, perm & ~PERM_INHERIT,
                              template.topic_filter_type, topic_sys_flag)
         log.info("auto-created topic %s from %s with %d queues", topic, default_topic, queue_nums)
-        self.update(config)
+        self._created(config)
         return config
 
     def create_in_send_back(self, topic: str, queue_nums: int, perm: int = PERM_READ | PERM_WRITE,
@@ -180,5 +211,5 @@ class TopicConfigManager(VersionedConfigTable[TopicConfig]):
         if existing is not None:
             return existing
         config = TopicConfig(topic, queue_nums, queue_nums, perm, topic_sys_flag=topic_sys_flag)
-        self.update(config)
+        self._created(config)
         return config

@@ -9,7 +9,9 @@ is in flight, or within ``coalesce_s`` of the last one, share the next write.
 
 Durability: ``when_written(callback)`` and ``wait_written()`` report when everything marked so far
 is on disk (an UPDATE_AND_CREATE_TOPIC is answered then -- ``answer_when_written`` -- as Apache
-answers after its persist);
+answers after its persist, and so is a send that auto-created its topic); somebody waiting cuts
+the coalescing pause short, so waiters are served by back-to-back writes (a group commit), while
+changes nobody waits for still gather for ``coalesce_s``;
 when the task is cancelled (graceful stop) it writes whatever is still pending.  A crash at any
 moment leaves each file with its old or its new content, never a torn one (``write_atomically``).
 """
@@ -31,6 +33,9 @@ log = logging.getLogger(__name__)
 # At most about two writes a second per burst: 1,500 topics auto-created in a few seconds become a
 # handful of topics.json writes, while a single change is still written at once.
 COALESCE_S = 0.5
+# When an answer waits for the next write, changes arriving within this pause still share it
+# (concurrent senders auto-creating topics): a group commit, short next to an fsync's latency.
+GATHER_S = 0.01
 # After a failed write (disk full, permissions) try again this much later.
 RETRY_S = 1.0
 
@@ -46,6 +51,7 @@ class ConfigPersister:
         self._write = write
         self._pending: dict[Path, Encode] = {}
         self._wake = trio.Event()
+        self._waited_for = trio.Event()   # set by when_written: end the coalescing pause
         # generations: every mark up to ``_written`` is on disk
         self._marked = 0
         self._written = 0
@@ -66,6 +72,7 @@ class ConfigPersister:
             callback(True)
         else:
             self._waiters.append((self._marked, callback))
+            self._waited_for.set()
 
     async def wait_written(self) -> bool:
         """Wait until everything marked until now is written; False if that write failed."""
@@ -103,8 +110,13 @@ class ConfigPersister:
                     await trio.sleep(RETRY_S)
                     self._wake.set()
                     continue
-                # later changes gather for a while and share the next write
-                await trio.sleep(self.coalesce_s)
+                # later changes gather for a while and share the next write -- unless an answer
+                # waits for them: then the next write starts at once with whatever is marked
+                if not self._waiters:
+                    self._waited_for = trio.Event()
+                    with trio.move_on_after(self.coalesce_s):
+                        await self._waited_for.wait()
+                await trio.sleep(min(GATHER_S, self.coalesce_s))
         finally:
             with trio.CancelScope(shield=True):
                 await self._write_pending()
