@@ -19,7 +19,8 @@ from pyrmq.store import crash_points
 log = logging.getLogger(__name__)
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: str | os.PathLike[str]) -> None:
+    """Make the creations and renames in ``directory`` durable (its entries, not the files)."""
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -53,7 +54,7 @@ def write_atomically(path: str | os.PathLike[str], text: str) -> None:
             log.warning("could not keep a backup of %s: %s", path, exc)
     os.replace(tmp, path)
     crash_points.reach("config.renamed")
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def read_with_backup(path: str | os.PathLike[str]) -> list[tuple[Path, str]]:

@@ -98,3 +98,23 @@ def test_crash_point_names_are_checked():
         crash_points._parse("flush.between_files:0")
     assert crash_points._parse("flush.between_files:2") == ("flush.between_files", 2)
     assert crash_points._parse("config.renamed") == ("config.renamed", 1)
+
+
+def test_abort_file_is_made_durable_at_start(tmp_path, monkeypatch):
+    """After a power cut that forgot the abort file the next start would recover as after a
+    clean stop, trusting consume queues that may have lost unflushed units."""
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    config = small_config(tmp_path / "s")
+    s = open_store(config)
+    try:
+        assert os.path.realpath(config.abort_path()) in synced
+        assert os.path.realpath(config.store_path_root_dir) in synced
+    finally:
+        s.shutdown()
