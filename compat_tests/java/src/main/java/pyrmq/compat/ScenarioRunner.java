@@ -28,6 +28,8 @@ import org.apache.rocketmq.client.ClientConfig;
  * bigbody       maximum-size random bodies, digests reported (Bodies)
  * admin         DefaultMQAdminExt basics (Admin)
  * acl           --op produce|consume|pull|create-topic signed with --access-key/--secret-key (Acl)
+ * chaos-produce orderly sends by key for --duration-ms, retried until acknowledged (Chaos)
+ * chaos-consume push consumers of one group until --duration-ms and --idle-ms passed (Chaos)
  *
  * Common: --create-topic Q (create the topic first), --body-prefix P (default: the topic),
  *         --deadline-ms D (hard stop of the JVM, default 120000), --body-size S (pad bodies to
@@ -98,6 +100,12 @@ public final class ScenarioRunner {
                     break;
                 case "acl":
                     Acl.run(o);
+                    break;
+                case "chaos-produce":
+                    Chaos.produce(o);
+                    break;
+                case "chaos-consume":
+                    Chaos.consume(o);
                     break;
                 case "create-topic":
                     Producers.createTopic(o, o.str("topic"), o.integer("queues", 4));
