@@ -296,7 +296,7 @@ class SendMessageProcessor:
         flushed = next_offset is None or await self.flush_service.wait_flushed(next_offset)
         return request.response(ResponseCode.SUCCESS if flushed else ResponseCode.FLUSH_DISK_TIMEOUT, ext_fields=ext)
 
-    def consumer_send_msg_back(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+    def consumer_send_msg_back(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | Deferred:
         """CONSUMER_SEND_MSG_BACK (36): a message the consumer failed goes to %RETRY%<group> with a
         delay, or to %DLQ%<group> once it has been retried too often (spec/codes.md section 4.8)."""
         offset = required_int(request, "offset")
@@ -350,4 +350,6 @@ class SendMessageProcessor:
         result = self.store.put_message(inner)
         if result.status is not PutMessageStatus.PUT_OK:
             return request.response(ResponseCode.SYSTEM_ERROR, result.status.name)
+        if self.topics.created_unwritten(topic):   # the %RETRY% / %DLQ% topic this call created
+            return self._answer_when_durable(request, {}, None, True)
         return request.response(ResponseCode.SUCCESS)

@@ -13,6 +13,7 @@ from pyrmq.broker.config import build_config
 from pyrmq.broker.controller import BrokerController
 from pyrmq.codec import fastjson
 from pyrmq.codec.codes import RequestCode
+from pyrmq.codec.message import decode_offset_msg_id
 from pyrmq.codec.remoting import make_request
 from pyrmq.remoting.client import RemotingClient
 from tests.broker.conftest import broker_properties
@@ -92,3 +93,19 @@ async def test_send_that_creates_its_topic_is_answered_once_the_topic_is_on_disk
             assert resp.code == 0, resp.remark
             assert name in fastjson.loads(path.read_text())["topicConfigTable"]
             assert not cluster.broker.topic_config_manager.created_unwritten(name)
+
+
+async def test_send_back_that_creates_the_retry_topic_is_answered_once_it_is_on_disk(cluster):
+    path = cluster.broker.topic_config_manager.path
+    with trio.fail_after(10):
+        resp = await send(cluster.client, cluster.broker_addr, "FreshB", b"failing")
+        await cluster.broker.config_persister.wait_written()
+        back = await cluster.client.invoke(cluster.broker_addr, make_request(RequestCode.CONSUMER_SEND_MSG_BACK, {
+            "offset": str(decode_offset_msg_id(resp.ext_fields["msgId"])[2]), "group": "freshg", "delayLevel": "1",
+            "originMsgId": resp.ext_fields["msgId"], "originTopic": "FreshB", "maxReconsumeTimes": "16"}))
+        assert back.code == 0, back.remark
+        assert "%RETRY%freshg" in fastjson.loads(path.read_text())["topicConfigTable"]
+        dead = await cluster.client.invoke(cluster.broker_addr, make_request(RequestCode.CONSUMER_SEND_MSG_BACK, {
+            "offset": str(decode_offset_msg_id(resp.ext_fields["msgId"])[2]), "group": "freshg", "delayLevel": "-1"}))
+        assert dead.code == 0, dead.remark
+        assert fastjson.loads(path.read_text())["topicConfigTable"]["%DLQ%freshg"]["readQueueNums"] == 1

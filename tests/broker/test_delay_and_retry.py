@@ -5,11 +5,20 @@ from __future__ import annotations
 import pytest
 import trio
 
+from pyrmq.broker.topic_config import TopicConfig
 from pyrmq.codec.codes import RequestCode
 from pyrmq.codec.remoting import make_request
 from tests.broker.rmq import pull, send
 
 FAST_LEVELS = {"messageDelayLevel": "1s 2s 3s"}
+
+
+def existing_topics(cluster, *topics: str, queues: int = 4) -> None:
+    """Create the topics in the broker, not by a send: a send that creates its topic is answered
+    once topics.json is written by a worker thread, and while trio waits for a thread the autojump
+    clock runs on to the next deadline -- past a delay level, or a client's timeout."""
+    for topic in topics:
+        cluster.broker.topic_config_manager.update(TopicConfig(topic, queues, queues))
 
 
 async def wait_for_messages(cluster, topic: str, queue_id: int, count: int = 1):
@@ -23,6 +32,7 @@ async def wait_for_messages(cluster, topic: str, queue_id: int, count: int = 1):
 
 @pytest.mark.parametrize("broker_overrides", [FAST_LEVELS])
 async def test_delayed_message_arrives_after_its_level(cluster, autojump_clock):
+    existing_topics(cluster, "TopicD")
     resp = await send(cluster.client, cluster.broker_addr, "TopicD", b"later", tags="TagD",
                       extra={"DELAY": "1"}, queue_id=2)
     assert resp.code == 0
@@ -42,6 +52,8 @@ async def test_delayed_message_arrives_after_its_level(cluster, autojump_clock):
 @pytest.mark.parametrize("broker_overrides", [FAST_LEVELS])
 async def test_send_back_retries_then_dead_letters(cluster, autojump_clock):
     inv = cluster.client.invoke
+    existing_topics(cluster, "TopicB2")
+    existing_topics(cluster, "%RETRY%bg", "%DLQ%bg", queues=1)   # as the send-back creates them
     resp = await send(cluster.client, cluster.broker_addr, "TopicB2", b"failing", tags="T")
     _, [original] = await pull(cluster.client, cluster.broker_addr, "TopicB2", 0, 0)
     back = await inv(cluster.broker_addr, make_request(RequestCode.CONSUMER_SEND_MSG_BACK, {
@@ -67,6 +79,7 @@ async def test_send_back_retries_then_dead_letters(cluster, autojump_clock):
 
 @pytest.mark.parametrize("broker_overrides", [FAST_LEVELS])
 async def test_schedule_progress_survives_restart(cluster, autojump_clock):
+    existing_topics(cluster, "TopicDR")
     await send(cluster.client, cluster.broker_addr, "TopicDR", b"x", extra={"DELAY": "9"})   # clamped to 3
     service = cluster.broker.schedule_service
     with trio.fail_after(10):
