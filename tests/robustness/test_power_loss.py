@@ -213,6 +213,7 @@ async def test_killed_broker_with_a_power_cut_keeps_every_acknowledged_message(t
                 await copy.wait_ready(client)
                 counts = await check_store(client, copy.broker_addr, traffic)
         assert counts["acked"] == len(traffic.acks)
+        print(f"killed broker, power cut ({how}): {counts}")
         assert copy.stop() == 0
     finally:
         copy.kill()
