@@ -152,3 +152,21 @@ async def test_answer_when_written_names_the_file_that_failed(nursery, autojump_
     persister.mark_dirty("/cfg/topics.json", lambda: "{}")
     assert await persister.answer_when_written(Request(), "topics.json") == (
         1, "persisting topics.json failed, see the server log")
+
+
+async def test_a_waiter_ends_the_coalescing_pause(nursery, autojump_clock):
+    """Changes nobody waits for gather for coalesce_s; an answer waiting for its change (a send
+    that created its topic) gets the next write at once, with what arrived meanwhile."""
+    write = Recorder()
+    persister = ConfigPersister(write=write, coalesce_s=60)
+    await nursery.start(persister.run)
+    persister.mark_dirty("/cfg/topics.json", lambda: "1")
+    await persister.wait_written()
+    persister.mark_dirty("/cfg/topics.json", lambda: "2")
+    await trio.sleep(1)
+    assert [t for _, t, _ in write.calls] == ["1"]          # no waiter: still gathering
+    start = trio.current_time()
+    persister.mark_dirty("/cfg/topics.json", lambda: "3")
+    await persister.wait_written()
+    assert trio.current_time() - start < 1
+    assert [t for _, t, _ in write.calls] == ["1", "3"]
