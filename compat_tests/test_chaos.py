@@ -13,8 +13,8 @@ Apache only the broker JVM (its NameServer stays up, as in production).
 Length: ``PYRMQ_CHAOS_SECONDS`` (default 40) of production with ``PYRMQ_CHAOS_KILLS`` (default 5)
 kills spread over it. A longer run outside CI::
 
-    PYRMQ_CHAOS_SECONDS=600 PYRMQ_CHAOS_KILLS=60 PYRMQ_COMPAT_CLIENTS=client4 \\
-        .venv/bin/python -m pytest compat_tests/test_chaos.py -s -p no:timeout
+    PYRMQ_CHAOS_SECONDS=300 PYRMQ_CHAOS_KILLS=30 PYRMQ_COMPAT_SERVERS=pyrmq PYRMQ_COMPAT_CLIENTS=client4 \\
+        .venv/bin/python -m pytest compat_tests/test_chaos.py -s --timeout 0
 """
 
 from __future__ import annotations
