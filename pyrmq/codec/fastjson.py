@@ -13,13 +13,19 @@ from __future__ import annotations
 import enum
 import json
 import math
+import re
 from typing import Any, Final
 
 from pyrmq.codec.errors import ProtocolError
-from pyrmq.codec.text import check_encodable, may_hold_surrogate
+from pyrmq.codec.text import is_encodable, may_hold_surrogate
 
 # Nesting deeper than any RocketMQ body; bounds the recursion of the parser on hostile input.
 MAX_DEPTH: Final = 64
+
+# A bare number of the lenient reader: ASCII digits only (``int()`` and ``float()`` would also take
+# "١٢", "1_0", "nan" and "infinity"), and no longer than any long or double is written.
+_NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?", re.ASCII)
+MAX_NUMBER_CHARS: Final = 40
 
 
 class ObjectKey(tuple[tuple[str, Any], ...]):
@@ -32,7 +38,9 @@ class ObjectKey(tuple[tuple[str, Any], ...]):
 
     @classmethod
     def of(cls, mapping: dict[str, Any]) -> ObjectKey:
-        return cls(sorted(mapping.items()))
+        """The key of a bean with scalar members (a MessageQueue); null members are left out, as
+        fastjson writes them."""
+        return cls(sorted((name, value) for name, value in mapping.items() if value is not None))
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self)
@@ -175,10 +183,10 @@ class _Parser:
             if ch == '"' or ch == "'":
                 key: Any = self.string()
             elif ch == "{":
-                key = ObjectKey.of(self.obj(depth + 1))
+                key = self.object_key(depth + 1)
             else:
                 key = self.bare()
-                if not isinstance(key, (int, str)):
+                if not isinstance(key, int) or isinstance(key, bool):
                     raise self.error("bad object key")
             self.skip_ws()
             if not self.text.startswith(":", self.pos):
@@ -193,6 +201,15 @@ class _Parser:
                 self.pos += 1
                 return result
             raise self.error("expected ',' or '}'")
+
+    def object_key(self, depth: int) -> ObjectKey:
+        """A bean used as a map key: string member names, scalar values (hashable, and written
+        back the same)."""
+        members = self.obj(depth)
+        for name, value in members.items():
+            if not isinstance(name, str) or isinstance(value, (dict, list, ObjectKey)):
+                raise self.error("object key with a member that is not a named scalar")
+        return ObjectKey.of(members)
 
     def array(self, depth: int) -> list[Any]:
         self.pos += 1
@@ -245,16 +262,41 @@ class _Parser:
             return False
         if token == "null":
             return None
-        if not token.isascii():   # int() and float() would take other scripts' digits
+        if len(token) > MAX_NUMBER_CHARS or not _NUMBER.fullmatch(token):
             raise self.error(f"bad token {token[:20]!r}")
-        try:
+        if token.isdigit() or (token[0] == "-" and token[1:].isdigit()):
             return int(token)
-        except ValueError:
-            pass
-        try:
-            return float(token)
-        except ValueError:
-            raise self.error(f"bad token {token[:20]!r}") from None
+        return _finite_float(token)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):   # 1e999: written back it would be null
+        raise ProtocolError(f"fastjson: number {text[:20]!r} out of range")
+    return value
+
+
+def _no_constants(name: str) -> Any:
+    raise ProtocolError(f"fastjson: {name} is not a number fastjson writes")
+
+
+def _check_tree(value: Any, texts: bool) -> None:
+    """Refuse what could not be written back: nesting past MAX_DEPTH (the C parser goes as deep as
+    the interpreter's recursion limit) and, with ``texts``, lone surrogates (``"\\ud800"`` is
+    valid JSON, but not UTF-8).  Iterative: the C parser's nesting costs no recursion here."""
+    stack = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ProtocolError("fastjson: nesting too deep")
+        if isinstance(node, str):
+            if texts and not is_encodable(node):
+                raise ProtocolError("fastjson: body holds a lone UTF-16 surrogate (not valid Unicode text)")
+        elif isinstance(node, dict):
+            stack.extend((key, depth + 1) for key in node)
+            stack.extend((child, depth + 1) for child in node.values())
+        elif isinstance(node, (list, tuple)):   # an ObjectKey is a tuple of (name, value) pairs
+            stack.extend((child, depth + 1) for child in node)
 
 
 def loads(data: str | bytes | bytearray | memoryview) -> Any:
@@ -266,18 +308,41 @@ def loads(data: str | bytes | bytearray | memoryview) -> Any:
             raise ProtocolError(f"fastjson: body is not UTF-8: {exc}") from None
     try:
         # Most bodies are plain JSON: let the C parser take them.
-        result = json.loads(data)
+        result = json.loads(data, parse_constant=_no_constants, parse_float=_finite_float)
     except (ValueError, RecursionError):
         parser = _Parser(data)
         result = parser.value(0)
         parser.skip_ws()
         if parser.pos != len(data):
             raise parser.error("trailing characters") from None
-    if may_hold_surrogate(data):
-        check_encodable(result, "fastjson: body")
+    _check_tree(result, texts=may_hold_surrogate(data))
     return result
+
+
+_LONG = range(-2**63, 2**63)
+
+
+def int_member(value: Any) -> int:
+    """A Java int or long member of a bean: a JSON integer, or a string of ASCII digits (fastjson
+    converts those).  Raises ``ValueError`` for anything else -- "١٢" and "1_0" too, which
+    Python's ``int()`` would take -- and for values no long holds."""
+    if isinstance(value, str) and len(value) <= MAX_NUMBER_CHARS and _NUMBER.fullmatch(value) and (
+            value.isdigit() or (value[:1] == "-" and value[1:].isdigit())):
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value in _LONG:
+        return value
+    raise ValueError(f"not an integer member: {value!r:.40}")
+
+
+def float_member(value: Any) -> float:
+    """A Java double member: a JSON number or its ASCII text, finite."""
+    if isinstance(value, str) and len(value) <= MAX_NUMBER_CHARS and _NUMBER.fullmatch(value):
+        value = float(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    raise ValueError(f"not a number member: {value!r:.40}")
 
 
 def int_keys(mapping: dict[Any, Any]) -> dict[int, Any]:
     """A map read back with integer keys, whether they were written quoted or not."""
-    return {int(k): v for k, v in mapping.items()}
+    return {int_member(k): v for k, v in mapping.items()}

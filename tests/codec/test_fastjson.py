@@ -49,6 +49,36 @@ def test_malformed_bodies(bad):
         fastjson.loads(bad)
 
 
+@pytest.mark.parametrize("bad", [
+    '{"a":"\\ud800"}', '{"\\udc00":1}', '["\\ud83d"]', "[" * 990 + "]" * 990, '{"a":NaN}', '{"a":-Infinity}',
+    '{"a":1e999}', "{0:1e999}", "{0:\u0661\u0662}", "{0:1_0}", "{0:nan}", "{0:" + "9" * 50 + "}",
+    '{{"a":1,0:2}:3}', '{{"topic":[1]}:2}', "{true:1}", "{null:1}",
+])
+def test_refuses_what_could_not_be_written_back(bad):
+    """Lone surrogates, nesting past MAX_DEPTH through either parser, non-finite or non-ASCII numbers,
+    keys that would come back different."""
+    with pytest.raises(ProtocolError):
+        fastjson.loads(bad)
+
+
+def test_escaped_surrogate_pairs_and_null_object_key_members():
+    assert fastjson.loads('["\\ud83d\\ude00"]') == ["\U0001F600"]
+    key = fastjson.ObjectKey.of({"brokerName": "b", "queueId": 0})
+    assert fastjson.loads('{{"brokerName":"b","queueId":0,"topic":null}:1}') == {key: 1}
+    assert fastjson.loads("[" * 64 + "]" * 64) and fastjson.loads("{0:" * 64 + "1" + "}" * 64)
+
+
+@pytest.mark.parametrize("value, expected", [(5, 5), ("-12", -12), ("9223372036854775807", 2**63 - 1)])
+def test_int_member(value, expected):
+    assert fastjson.int_member(value) == expected
+
+
+@pytest.mark.parametrize("value", [True, 1.5, "1.5", " 1", "+1", "1_0", "\u0661", "9223372036854775808", 2**63, None])
+def test_int_member_refuses(value):
+    with pytest.raises(ValueError):
+        fastjson.int_member(value)
+
+
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1) | st.text(max_size=10),
     lambda children: st.lists(children, max_size=4)
