@@ -15,6 +15,10 @@ from typing import Any, Callable, Mapping, TypeVar
 from pyrmq.codec import fastjson
 from pyrmq.codec.errors import ProtocolError
 
+# Numeric members as fastjson's bean mapping reads them (ASCII digits only, within a long).
+_int = fastjson.int_member
+_float = fastjson.float_member
+
 B = TypeVar("B", bound="Body")
 V = TypeVar("V")
 
@@ -56,7 +60,7 @@ class MessageQueue:
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> MessageQueue:
-        return cls(str(obj["topic"]), str(obj["brokerName"]), int(obj["queueId"]))
+        return cls(str(obj["topic"]), str(obj["brokerName"]), _int(obj["queueId"]))
 
     def key(self) -> fastjson.ObjectKey:
         """The queue as a fastjson map key."""
@@ -93,7 +97,7 @@ class TopicOffset:
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> TopicOffset:
-        return cls(int(obj["minOffset"]), int(obj["maxOffset"]), int(obj.get("lastUpdateTimestamp", 0)))
+        return cls(_int(obj["minOffset"]), _int(obj["maxOffset"]), _int(obj.get("lastUpdateTimestamp", 0)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +126,7 @@ class OffsetWrapper:
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> OffsetWrapper:
-        return cls(int(obj["brokerOffset"]), int(obj["consumerOffset"]), int(obj.get("lastTimestamp", 0)))
+        return cls(_int(obj["brokerOffset"]), _int(obj["consumerOffset"]), _int(obj.get("lastTimestamp", 0)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +141,7 @@ class ConsumeStats(Body):
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> ConsumeStats:
-        return cls(_offset_table_from_json(obj, OffsetWrapper.from_json), float(obj.get("consumeTps", 0.0)))
+        return cls(_offset_table_from_json(obj, OffsetWrapper.from_json), _float(obj.get("consumeTps", 0.0)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +155,7 @@ class ResetOffsetBody(Body):
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> ResetOffsetBody:
-        return cls(_offset_table_from_json(obj, int))
+        return cls(_offset_table_from_json(obj, _int))
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +172,7 @@ class Connection:
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> Connection:
         return cls(str(obj["clientId"]), str(obj["clientAddr"]), str(obj.get("language", "JAVA")),
-                   int(obj.get("version", 0)))
+                   _int(obj.get("version", 0)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,8 +196,8 @@ class Subscription:
     def from_json(cls, obj: Mapping[str, Any]) -> Subscription:
         return cls(str(obj["topic"]), str(obj.get("subString", "*")),
                    tuple(str(t) for t in obj.get("tagsSet") or ()),
-                   tuple(sorted(int(c) for c in obj.get("codeSet") or ())),
-                   int(obj.get("subVersion", 0)), str(obj.get("expressionType", "TAG")),
+                   tuple(sorted(_int(c) for c in obj.get("codeSet") or ())),
+                   _int(obj.get("subVersion", 0)), str(obj.get("expressionType", "TAG")),
                    bool(obj.get("classFilterMode", False)))
 
 

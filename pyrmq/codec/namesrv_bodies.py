@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from pyrmq.codec import fastjson
 from pyrmq.codec.admin_bodies import Body
 
 
@@ -22,7 +23,7 @@ class BrokerData:
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> BrokerData:
         return cls(str(obj["cluster"]), str(obj["brokerName"]),
-                   {int(k): str(v) for k, v in (obj.get("brokerAddrs") or {}).items()})
+                   {fastjson.int_member(k): str(v) for k, v in (obj.get("brokerAddrs") or {}).items()})
 
 
 @dataclass(frozen=True, slots=True)

@@ -82,6 +82,16 @@ def test_wrong_shapes_are_protocol_errors(data):
         TopicStatsTable.decode(data)
 
 
+@pytest.mark.parametrize("tps", ['"nan"', '"-Infinity"', '"1_0"', '"١"', "true", "[]"])
+def test_numeric_members_are_ascii_and_finite(tps):
+    """float()/int() would take these, and the body could no longer be written back as read."""
+    with pytest.raises(ProtocolError):
+        ConsumeStats.decode(f'{{"consumeTps":{tps}}}'.encode())
+    with pytest.raises(ProtocolError):
+        ResetOffsetBody.decode(f'{{"offsetTable":{{{{"brokerName":"b","queueId":{tps},"topic":"T"}}:1}}}}'.encode())
+    assert ConsumeStats.decode(b'{"consumeTps":"2.5"}').consume_tps == 2.5   # fastjson converts digits in a string
+
+
 @pytest.mark.parametrize("name", ["broker_get_consumer_list_response_json.bin",
                                   "broker_get_consumer_list_response_rocketmq.bin"])
 def test_apache_consumer_list_body(name):
