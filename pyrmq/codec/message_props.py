@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import operator
-
+import re
 import socket
 import struct
 
@@ -124,15 +124,21 @@ def string_to_properties(s: str | None) -> dict[str, str]:
 
 def property_value(properties: str, name: str) -> str | None:
     """Value of property ``name`` (given with its trailing \\x01) in a properties string, without
-    parsing the whole string (the last occurrence wins, as in ``string_to_properties``)."""
-    i = properties.rfind(name)
-    while i > 0 and properties[i - 1] != PROPERTY_SEPARATOR:
-        i = properties.rfind(name, 0, i)
-    if i < 0:
-        return None
-    start = i + len(name)
-    end = properties.find(PROPERTY_SEPARATOR, start)
-    return properties[start:] if end < 0 else properties[start:end]
+    parsing the whole string: the same answer as ``string_to_properties`` (the last occurrence
+    with a non-empty value wins; an empty one is no value at all, so it does not hide an earlier one)."""
+    end = len(properties)
+    while True:
+        i = properties.rfind(name, 0, end)
+        if i < 0:
+            return None
+        if i == 0 or properties[i - 1] == PROPERTY_SEPARATOR:
+            start = i + len(name)
+            stop = properties.find(PROPERTY_SEPARATOR, start)
+            if stop < 0:
+                stop = len(properties)
+            if stop > start:
+                return properties[start:stop]
+        end = i
 
 
 # HashMap defaults: 16 buckets, doubled whenever more than 3/4 of them would be in use.
@@ -210,6 +216,7 @@ def bytes_to_host(address: bytes) -> str:
 
 _MSG_ID_V4 = struct.Struct(">4siq")
 _MSG_ID_V6 = struct.Struct(">16siq")
+_HEX = re.compile(r"[0-9A-Fa-f]*")
 
 
 def create_offset_msg_id(store_ip: bytes, store_port: int, commit_log_offset: int) -> str:
@@ -222,16 +229,18 @@ def create_offset_msg_id(store_ip: bytes, store_port: int, commit_log_offset: in
 
 
 def decode_offset_msg_id(msg_id: str) -> tuple[bytes, int, int]:
-    """Inverse of :func:`create_offset_msg_id`: (ip bytes, port, commit-log offset)."""
+    """Inverse of :func:`create_offset_msg_id`: (ip bytes, port, commit-log offset).
+
+    Raises :class:`MessageFormatError` (a ``ValueError``) for anything but 32 or 56 hex digits.
+    """
     if len(msg_id) == 32:
         fmt = _MSG_ID_V4
     elif len(msg_id) == 56:
         fmt = _MSG_ID_V6
     else:
-        raise ValueError(f"offset msgId must have 32 or 56 hex chars, got {len(msg_id)}")
-    try:
-        raw = bytes.fromhex(msg_id)
-    except ValueError as e:
-        raise ValueError(f"offset msgId is not hex: {msg_id!r}") from e
-    ip, port, offset = fmt.unpack(raw)
+        raise MessageFormatError(f"offset msgId must have 32 or 56 hex chars, got {len(msg_id)}")
+    # bytes.fromhex alone would skip the spaces in "00 11 ..." and leave too few bytes
+    if not _HEX.fullmatch(msg_id):
+        raise MessageFormatError(f"offset msgId is not hex: {msg_id!r}")
+    ip, port, offset = fmt.unpack(bytes.fromhex(msg_id))
     return ip, port, offset

@@ -137,9 +137,9 @@ def test_offset_msg_id_ipv6():
     assert decode_offset_msg_id(msg_id) == (ip, 1, 2)
 
 
-@pytest.mark.parametrize("bad", ["", "00", "Z" * 32, "0" * 33, "0" * 55])
+@pytest.mark.parametrize("bad", ["", "00", "Z" * 32, "0" * 33, "0" * 55, " " * 32, "0A 00 00 01" + "0" * 21, "٠" * 32])
 def test_offset_msg_id_bad_input(bad):
-    with pytest.raises(ValueError):
+    with pytest.raises(MessageFormatError):   # a ValueError and a ProtocolError
         decode_offset_msg_id(bad)
 
 
@@ -481,3 +481,7 @@ def test_property_value_agrees_with_full_parse():
     assert property_value(s, "UNIQ_KEY\x01") == "U"
     assert property_value(s, "DELAY\x01") is None
     assert property_value("XTAGS\x01no", "TAGS\x01") is None   # a longer name is not the property
+    # an empty value is no value (Java's string2messageProperties skips it): it hides nothing
+    s = "TAGS\x01a\x02KEYS\x01k\x02TAGS\x01"
+    assert property_value(s, "TAGS\x01") == string_to_properties(s)["TAGS"] == "a"
+    assert property_value("TAGS\x01", "TAGS\x01") is None
