@@ -59,8 +59,9 @@ class IndexFile(FixedMapping):
         else:
             (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset,
              self.hash_slot_count, self.index_count) = INDEX_HEADER.unpack_from(self.mm, 0)
-            if self.index_count <= 0:
-                self.index_count = 1
+            # a header is trusted no further than the file's own size: a count past the item
+            # area would send lookups outside the mapping (a full file is then rolled over)
+            self.index_count = min(max(self.index_count, 1), index_num)
 
     def __repr__(self) -> str:
         return f"IndexFile({self.file_name}, count={self.index_count})"
@@ -116,7 +117,7 @@ class IndexFile(FixedMapping):
         mm = self.mm
         slot_pos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * INDEX_SLOT_SIZE
         (index,) = INDEX_SLOT.unpack_from(mm, slot_pos)
-        if index <= INVALID_INDEX or index > count or count <= 1:
+        if index <= INVALID_INDEX or index >= count:   # items 1 .. count-1 are written
             return
         begin_timestamp = self.begin_timestamp
         while len(out) < max_num:
@@ -127,7 +128,9 @@ class IndexFile(FixedMapping):
             time_read = begin_timestamp + time_diff * 1000
             if hash_read == key_hash and begin <= time_read <= end:
                 out.append(phy_offset)
-            if prev <= INVALID_INDEX or prev > count or prev == index or time_read < begin:
+            # items only link to older items: a link forward or to itself is damage, and
+            # following it could go round for ever
+            if prev <= INVALID_INDEX or prev >= index or time_read < begin:
                 break
             index = prev
 

@@ -116,6 +116,39 @@ def test_time_window(tmp_path):
     f.close()
 
 
+def test_damaged_header_count_and_slot_stay_inside_the_file(tmp_path):
+    path = tmp_path / "20240101000000000"
+    IndexFile(str(path), 4, 16, create=True).close()
+    with open(path, "r+b") as raw:
+        raw.write(HEADER.pack(T0, T0, 0, 0, 1, 2**31 - 1))           # counts far more items than fit
+        raw.write(SLOT.pack(2**31 - 16) * 4)                          # every slot points past the end
+    f = IndexFile(str(path), 4, 16)
+    try:
+        assert f.index_count == 16 and f.is_write_full()
+        out = []
+        f.select_phy_offsets(out, 7, 32, 0, 2**62)
+        assert out == []
+    finally:
+        f.close()
+
+
+def test_a_cycle_of_item_links_ends_the_lookup(tmp_path):
+    """Items only ever link to older ones; two damaged items pointing at each other must not loop."""
+    f = IndexFile(str(tmp_path / "20240101000000000"), 4, 16, create=True)
+    try:
+        for i in range(3):
+            f.put_key(7, 100 * i, T0)
+        items = 40 + 4 * SLOT.size
+        ITEM.pack_into(f.mm, items + 2 * ITEM.size, 8, 100, 0, 3)   # item 2 -> item 3 (newer)
+        ITEM.pack_into(f.mm, items + 3 * ITEM.size, 8, 200, 0, 2)   # item 3 -> item 2
+        SLOT.pack_into(f.mm, 40 + 8 % 4 * SLOT.size, 3)
+        out = []
+        f.select_phy_offsets(out, 8, 32, 0, 2**62)
+        assert out == [200, 100]
+    finally:
+        f.close()
+
+
 def test_colliding_slots_chain(tmp_path):
     config = index_config(tmp_path / "s", max_hash_slot_num=2)
     s = open_store(config)
