@@ -18,7 +18,14 @@ from dataclasses import dataclass
 from typing import Callable
 
 from pyrmq.codec.commit_log_walk import RecordWalker, WalkEnd
-from pyrmq.codec.message import MAGIC_CODE_V1, MAGIC_CODE_V2, MAGIC_POSITION, pickup_store_timestamp
+from pyrmq.codec.message import (
+    MAGIC_CODE_V1,
+    MAGIC_CODE_V2,
+    MAGIC_POSITION,
+    RecordInfo,
+    check_record,
+    pickup_store_timestamp,
+)
 from pyrmq.store.checkpoint import StoreCheckpoint
 from pyrmq.store.commit_log import CommitLog
 from pyrmq.store.mapped_file import MappedFile
@@ -53,6 +60,27 @@ def _scan(commit_log: CommitLog, index: int, check_crc: bool) -> int:
         return mf.file_from_offset + walker.position
 
 
+def _replay_start(commit_log: CommitLog, offset: int, end_offset: int) -> int:
+    """``offset`` if a record starts there (or it is the end); otherwise the start of its file.
+
+    The consume queues say how far dispatch got, but a damaged unit can name any offset: a
+    replay started inside a record would stop there as invalid, and every later append would wait
+    behind it -- acknowledged, and never consumable.  A file always starts at a record, and
+    replaying what was dispatched already is harmless (consume queues and index skip duplicates).
+    """
+    offset = max(offset, commit_log.min_offset, 0)
+    if offset >= end_offset:
+        return end_offset
+    mf = commit_log.mapped_file_queue.find_mapped_file_by_offset(offset)
+    if mf is None:
+        return max(commit_log.min_offset, 0)
+    pos = offset - mf.file_from_offset
+    if pos == 0 or isinstance(check_record(mf.view, pos, mf.file_size, expected_offset=offset), RecordInfo):
+        return offset
+    log.warning("consume queues end at %d, inside a record: replaying from %s", offset, mf.file_name)
+    return mf.file_from_offset
+
+
 def _finish(commit_log: CommitLog, process_offset: int, max_phy_offset_of_cq: int,
             truncate_cqs: Callable[[int], None], clean_run: int) -> None:
     commit_log.mapped_file_queue.truncate_dirty_files(process_offset, clean_run)
@@ -75,7 +103,7 @@ def recover_normally(commit_log: CommitLog, *, check_crc: bool, max_phy_offset_o
     process_offset = _scan(commit_log, max(0, len(files) - 3), check_crc)
     _finish(commit_log, process_offset, max_phy_offset_of_cq, truncate_cqs, clean_run)
     # records appended but not dispatched before the stop (a Java broker whose reput lagged)
-    replay_from = max(min(max_phy_offset_of_cq, process_offset), commit_log.min_offset, 0)
+    replay_from = _replay_start(commit_log, min(max_phy_offset_of_cq, process_offset), process_offset)
     return Recovered(process_offset, replay_from)
 
 
@@ -108,5 +136,5 @@ def recover_abnormally(commit_log: CommitLog, *, check_crc: bool, checkpoint: St
     _finish(commit_log, process_offset, max_phy_offset_of_cq, truncate_cqs, clean_run)
     # consume queues that lag behind the checkpointed file are replayed from where they end
     # (no consume queue at all: -1, so everything is replayed)
-    replay_from = max(min(start, max_phy_offset_of_cq), commit_log.min_offset, 0)
+    replay_from = _replay_start(commit_log, min(start, max_phy_offset_of_cq), process_offset)
     return Recovered(process_offset, replay_from)

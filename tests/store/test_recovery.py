@@ -272,3 +272,27 @@ def test_clean_start_dispatches_records_missing_from_the_consume_queues(pristine
         assert s.put_message(make_msg()).append_result.logics_offset == N
     finally:
         s.shutdown()
+
+
+def test_consume_queue_ending_inside_a_record_does_not_stall_dispatch(pristine, tmp_path):
+    """A damaged last unit names an offset inside a record: replay must not start there (it would
+    stop as invalid, and every later send would be acknowledged and never consumable)."""
+    config0, results = pristine
+    config = copy_store(config0, tmp_path / "inside")
+    cq_file = os.path.join(config.consume_queue_dir(), "TopicTest", "0", f"{0:020d}")
+    last = results[-1]
+    with open(cq_file, "r+b") as f:   # the last unit: its size reaches into the middle of the next record
+        f.seek(20 * (N - 1))
+        f.write(struct.pack(">qiq", last.wrote_offset - results[0].wrote_bytes, results[0].wrote_bytes + 7, 0))
+    s = open_store(config)
+    try:
+        r = s.put_message(make_msg(topic="Other", body=b"after"))
+        assert r.status.name == "PUT_OK"
+        assert [m.body for m in all_messages(s, "Other")] == [b"after"]
+    finally:
+        s.shutdown()
+    s = open_store(config)
+    try:
+        assert [m.body for m in all_messages(s, "Other")] == [b"after"]
+    finally:
+        s.shutdown()
