@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: standalone test bench clean
+.PHONY: standalone test bench fuzz clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,10 @@ test: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(PY) bench/send_pull.py
+
+# A million fuzz inputs over the decoders and recovery (atheris); figures in docs/RELIABILITY.md.
+fuzz: $(VENV)/.installed
+	$(PY) bench/fuzz.py --inputs 1000000
 
 clean:
 	rm -rf $(VENV) .pyrmq compat_tests/.cache compat_tests/java/target
