@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -52,7 +53,8 @@ def run_worker(name: str, runs: int, seed: int, findings: Path, log_dir: Path) -
     log_path = log_dir / f"{name}.log"
     with open(log_path, "wb") as log:
         proc = subprocess.run([sys.executable, __file__, "--worker", name, "--runs", str(runs), "--seed", str(seed),
-                               "--findings", str(findings)], stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+                               "--findings", str(findings)], stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
+                              env=dict(os.environ, PYTHONHASHSEED=str(seed)))   # same seed, same run
     text = log_path.read_text(errors="replace")
     done = _DONE.search(text)
     signatures = sorted({p.read_text().splitlines()[0] for p in findings.glob(f"{name}-*.txt")})
@@ -145,7 +147,7 @@ def worker(name: str, runs: int, seed: int, findings: Path) -> None:
             return atheris.Mutate(data, max_size)
         return target.mutate(data, random.Random(mutation_seed), seeds)[:max_size]
 
-    atheris.Setup([sys.argv[0], f"-runs={runs}", f"-seed={seed}", f"-max_len={target.max_len}", "-timeout=30",
+    atheris.Setup([sys.argv[0], f"-runs={runs}", f"-seed={seed}", f"-max_len={target.max_len}", "-timeout=30", "-reload=0",
                    "-rss_limit_mb=4096", f"-artifact_prefix={findings}/{name}-", "-print_final_stats=1", str(corpus)],
                   test_one_input, custom_mutator=custom_mutator)
     try:

@@ -18,7 +18,6 @@ INPUTS = 30_000   # about 20 s on two cores; bench/fuzz.py runs a million
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
-@pytest.mark.xfail(strict=True, reason="finds the JSON header faults fixed in remoting.py on main")
 def test_short_atheris_run_finds_nothing(tmp_path):
     summary = tmp_path / "summary.json"
     proc = subprocess.run([sys.executable, str(REPO / "bench" / "fuzz.py"), "--inputs", str(INPUTS), "--seed", "1",

@@ -39,12 +39,7 @@ def _run(target, examples: int) -> None:
     holds()
 
 
-# pyrmq/codec/remoting.py fails these until this branch is rebased on main's fix of it.
-_OPEN_ON_MAIN = pytest.mark.xfail(strict=True, reason="fixed in remoting.py on main")
-
-
-@pytest.mark.parametrize("target", [pytest.param(t, marks=_OPEN_ON_MAIN) if t.name in ("frame", "json_header") else t
-                                    for t in CODEC_TARGETS], ids=lambda t: t.name)
+@pytest.mark.parametrize("target", CODEC_TARGETS, ids=lambda t: t.name)
 def test_codec_target_holds_the_property(target):
     _run(target, EXAMPLES.get(target.name, DEFAULT_EXAMPLES))
 
