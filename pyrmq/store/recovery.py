@@ -60,6 +60,21 @@ def _scan(commit_log: CommitLog, index: int, check_crc: bool) -> int:
         return mf.file_from_offset + walker.position
 
 
+def _scan_start(commit_log: CommitLog, index: int, replay_hint: int) -> int:
+    """``index``, or the earlier file the replay will start in (``replay_hint``: how far the
+    consume queues got).
+
+    The replay hands every record from its start to the end to the dispatchers.  Bytes recovery
+    has not checked may hold a damaged record: the replay would stop there, and every append after
+    it would wait behind it -- acknowledged, never consumable, and gone at the next clean start,
+    whose scan truncates at that record.  Scanning from the replay's file finds the damage first.
+    """
+    mfq = commit_log.mapped_file_queue
+    first = mfq.mapped_files[0].file_from_offset
+    replay_index = (max(replay_hint, first) - first) // mfq.mapped_file_size
+    return min(index, replay_index)
+
+
 def _replay_start(commit_log: CommitLog, offset: int, end_offset: int) -> int:
     """``offset`` if a record starts there (or it is the end); otherwise the start of its file.
 
@@ -100,7 +115,7 @@ def recover_normally(commit_log: CommitLog, *, check_crc: bool, max_phy_offset_o
         commit_log.mapped_file_queue.set_positions(0)
         destroy_cqs()
         return Recovered(0, 0)
-    process_offset = _scan(commit_log, max(0, len(files) - 3), check_crc)
+    process_offset = _scan(commit_log, _scan_start(commit_log, max(0, len(files) - 3), max_phy_offset_of_cq), check_crc)
     _finish(commit_log, process_offset, max_phy_offset_of_cq, truncate_cqs, clean_run)
     # records appended but not dispatched before the stop (a Java broker whose reput lagged)
     replay_from = _replay_start(commit_log, min(max_phy_offset_of_cq, process_offset), process_offset)
@@ -130,8 +145,9 @@ def recover_abnormally(commit_log: CommitLog, *, check_crc: bool, checkpoint: St
         if _matched_recover_start(files[i], min_timestamp):
             index = i
             break
-    log.info("abnormal recovery starts at commit log file %s", files[index].file_name)
     start = files[index].file_from_offset
+    index = _scan_start(commit_log, index, min(start, max_phy_offset_of_cq))
+    log.info("abnormal recovery starts at commit log file %s", files[index].file_name)
     process_offset = _scan(commit_log, index, check_crc)
     _finish(commit_log, process_offset, max_phy_offset_of_cq, truncate_cqs, clean_run)
     # consume queues that lag behind the checkpointed file are replayed from where they end

@@ -42,6 +42,21 @@ def all_messages(store, topic="TopicTest", queue_id=0):
         offset = r.next_begin_offset
 
 
+def assert_a_send_after_recovery_is_kept(config):
+    """Recover, send, consume it; and after a clean restart it is still there."""
+    s = open_store(config)
+    try:
+        assert s.put_message(make_msg(topic="Other", body=b"after")).status.name == "PUT_OK"
+        assert [m.body for m in all_messages(s, "Other")] == [b"after"]
+    finally:
+        s.shutdown()
+    s = open_store(config)
+    try:
+        assert [m.body for m in all_messages(s, "Other")] == [b"after"]
+    finally:
+        s.shutdown()
+
+
 @pytest.fixture
 def pristine(tmp_path):
     """A store with N records in one commit log file, cleanly shut down."""
@@ -247,6 +262,39 @@ def test_abnormal_recovery_from_a_checkpointed_file(tmp_path):
     assert os.path.isdir(cq_file)
 
 
+def test_damage_before_the_checkpointed_file_is_found_before_replay(tmp_path):
+    """Abnormal recovery checks the files from the checkpoint's on; the replay starts where the
+    consume queues end, earlier. A damaged record in between used to stop the replay, and every
+    later send was acknowledged, never consumable, and truncated away at the next clean start."""
+    config = small_config(tmp_path / "damaged")
+    s = open_store(config)
+    res = [s.put_message(make_msg(body=bytes(300))).append_result for _ in range(20)]
+    s.shutdown()
+    damaged = res[5]
+    assert damaged.wrote_offset < 4096 < res[-1].wrote_offset   # more than one commit log file
+    s = open_store(config)
+    s.find_consume_queue("TopicTest", 0).truncate_dirty_logic_files(res[2].wrote_offset)   # queues end early
+    s.shutdown()
+    with open(commit_log_file(config), "r+b") as f:
+        f.seek(damaged.wrote_offset + 4)
+        f.write(b"\x12\x34\x56\x78")                           # its magic code
+    with open(config.checkpoint_path(), "r+b") as f:
+        f.write(struct.pack(">qq", 2**62, 2**62))                # recovery starts at the newest file
+    crash(config)
+    s = open_store(config)
+    try:
+        assert s.get_max_phy_offset() == damaged.wrote_offset   # the valid data ends at the damage
+    finally:
+        s.shutdown()
+    crash(config)
+    assert_a_send_after_recovery_is_kept(config)
+    s = open_store(config)
+    try:
+        assert s.get_max_offset_in_queue("TopicTest", 0) == 5
+    finally:
+        s.shutdown()
+
+
 def test_schedule_topic_tags_code_hook(config):
     s = open_store(config)
     try:
@@ -284,15 +332,4 @@ def test_consume_queue_ending_inside_a_record_does_not_stall_dispatch(pristine, 
     with open(cq_file, "r+b") as f:   # the last unit: its size reaches into the middle of the next record
         f.seek(20 * (N - 1))
         f.write(struct.pack(">qiq", last.wrote_offset - results[0].wrote_bytes, results[0].wrote_bytes + 7, 0))
-    s = open_store(config)
-    try:
-        r = s.put_message(make_msg(topic="Other", body=b"after"))
-        assert r.status.name == "PUT_OK"
-        assert [m.body for m in all_messages(s, "Other")] == [b"after"]
-    finally:
-        s.shutdown()
-    s = open_store(config)
-    try:
-        assert [m.body for m in all_messages(s, "Other")] == [b"after"]
-    finally:
-        s.shutdown()
+    assert_a_send_after_recovery_is_kept(config)
