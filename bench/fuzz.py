@@ -58,10 +58,11 @@ def run_worker(name: str, runs: int, seed: int, findings: Path, log_dir: Path) -
     text = log_path.read_text(errors="replace")
     done = _DONE.search(text)
     signatures = sorted({p.read_text().splitlines()[0] for p in findings.glob(f"{name}-*.txt")})
-    crashes = sorted(p.name for p in findings.glob(f"{name}-crash-*")) + sorted(
-        p.name for p in findings.glob(f"{name}-timeout-*")) + sorted(p.name for p in findings.glob(f"{name}-oom-*"))
-    return {"target": name, "runs": int(done.group(1)) if done else None, "seconds": round(time.monotonic() - started, 1),
-            "exit": proc.returncode, "findings": signatures, "libfuzzer_artifacts": crashes, "log": str(log_path)}
+    # what libFuzzer itself caught: a hard crash, an input over -timeout, memory over -rss_limit_mb
+    crashes = sorted(p.name for kind in ("crash", "timeout", "oom") for p in findings.glob(f"{name}-{kind}-*"))
+    return {"target": name, "runs": int(done.group(1)) if done else None,
+            "seconds": round(time.monotonic() - started, 1), "exit": proc.returncode, "findings": signatures,
+            "libfuzzer_artifacts": crashes, "log": str(log_path)}
 
 
 def main() -> int:
@@ -147,8 +148,10 @@ def worker(name: str, runs: int, seed: int, findings: Path) -> None:
             return atheris.Mutate(data, max_size)
         return target.mutate(data, random.Random(mutation_seed), seeds)[:max_size]
 
-    atheris.Setup([sys.argv[0], f"-runs={runs}", f"-seed={seed}", f"-max_len={target.max_len}", "-timeout=30", "-reload=0",
-                   "-rss_limit_mb=4096", f"-artifact_prefix={findings}/{name}-", "-print_final_stats=1", str(corpus)],
+    # -reload=0: libFuzzer re-reads the corpus on a timer otherwise, and a seeded run would not repeat
+    atheris.Setup([sys.argv[0], f"-runs={runs}", f"-seed={seed}", f"-max_len={target.max_len}", "-timeout=30",
+                   "-reload=0", "-rss_limit_mb=4096", f"-artifact_prefix={findings}/{name}-", "-print_final_stats=1",
+                   str(corpus)],
                   test_one_input, custom_mutator=custom_mutator)
     try:
         atheris.Fuzz()
