@@ -129,6 +129,9 @@ def _serve_reads(store: DefaultMessageStore) -> None:
 class StoreTarget:
     name: str = "store_recovery"
     max_len: int = 32768
+    # Fixed costs whatever the input: the loader reads a short store file in 1 MiB chunks to see
+    # whether it is all zeros (mapped_file_queue.is_all_zero), plus the index and checkpoint files.
+    memory_slack: int = 4 * 1024 * 1024
     workdir: str | None = None
 
     def __post_init__(self) -> None:
