@@ -114,18 +114,19 @@ def _required(header: dict[str, str], name: str) -> str:
     return value
 
 
-def _required_int(header: dict[str, str], name: str) -> int:
+def _required_int(header: dict[str, str], name: str, bits: int = 32) -> int:
+    """A number of the Java type of the header field (int unless ``bits=64``): the record packs it."""
     value = _required(header, name)
     try:
-        return parse_java_int(value)
+        return parse_java_int(value, bits=bits)
     except ValueError:
         raise RequestError(ResponseCode.SYSTEM_ERROR, f"the custom field <{name}> is not a number") from None
 
 
 def _optional_int(header: dict[str, str], name: str, default: int) -> int:
-    """An optional number; raises ValueError when present and not a Java long in ASCII digits."""
+    """An optional int; raises ValueError when present and not a Java int in ASCII digits."""
     value = header.get(name)
-    return parse_java_int(value) if value else default
+    return parse_java_int(value, bits=32) if value else default
 
 
 def _split_addr(addr: str) -> tuple[str, int]:
@@ -159,7 +160,7 @@ class SendMessageProcessor:
         _required(header, keys.producer_group)
         queue_id = _required_int(header, keys.queue_id)
         sys_flag = _required_int(header, keys.sys_flag)
-        born_timestamp = _required_int(header, keys.born_timestamp)
+        born_timestamp = _required_int(header, keys.born_timestamp, bits=64)
         flag = _required_int(header, keys.flag)
         topic_config = self._check(request, header, keys, topic, queue_id)
         if isinstance(topic_config, RemotingCommand):

@@ -245,7 +245,7 @@ def _unencodable_member(cmd: RemotingCommand) -> str | None:
     for key, value in (cmd.ext_fields or {}).items():
         if not is_encodable(key) or not is_encodable(value):
             cmd.ext_fields = {}
-            return (f"the header field {key.encode('utf-8', 'backslashreplace').decode('ascii')[:64]!r} "
+            return (f"the header field {key.encode('ascii', 'backslashreplace').decode('ascii')[:64]!r} "
                     "is not valid Unicode text (lone UTF-16 surrogate)")
     return None
 
