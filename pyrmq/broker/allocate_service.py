@@ -10,7 +10,9 @@ MappedFileQueue to ``prepare_next_file`` from a worker thread:
   never need a second file, so preparing one for each would double their open files for nothing.
 
 The scan runs every ``SCAN_INTERVAL_S`` on the loop with O(1) work per queue; file creation never
-runs there.
+runs there -- except the retry of a dispatch stalled because a file could not be created
+(dispatch.py): dispatch belongs to the loop, so the retry runs there, once a scan, and is an O(1)
+check while nothing is stalled.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class AllocateService:
         self._wake = trio.Event()
         self.prepared_files = 0
         self.failures = 0
+        self._failing: set[str] = set()   # queues whose last attempt failed: logged once, not every scan
 
     def request_scan(self) -> None:
         """Look for files to prepare now (the store calls this when a new file became current)."""
@@ -65,7 +68,11 @@ class AllocateService:
                 created += queue.prepare_next_file()
             except OSError as exc:   # the append will try again inline and report the error
                 self.failures += 1
-                log.warning("preparing the next file of %s failed: %s", queue.store_path, exc)
+                if queue.store_path not in self._failing:
+                    self._failing.add(queue.store_path)
+                    log.warning("preparing the next file of %s failed: %s", queue.store_path, exc)
+            else:
+                self._failing.discard(queue.store_path)
         return created
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -75,6 +82,7 @@ class AllocateService:
         try:
             while True:
                 with guard.round():
+                    self.store.retry_dispatch()
                     queues = self.queues_to_prepare()
                     if queues:
                         self.prepared_files += await trio.to_thread.run_sync(self.prepare, queues)

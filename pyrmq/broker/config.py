@@ -112,8 +112,8 @@ _STORE_KEYS_WITHOUT_EFFECT = {
     "commitCommitLogLeastPages": "no transient store pool to commit from",
     "commitCommitLogThoroughInterval": "no transient store pool to commit from",
     "fastFailIfNoBufferInStorePool": "no transient store pool",
-    "warmMapedFileEnable": "files are created sparse; there is nothing to warm",
-    "flushLeastPagesWhenWarmMapedFile": "files are created sparse; there is nothing to warm",
+    "warmMapedFileEnable": "file space is reserved (fallocate) a chunk ahead of the writer; there is nothing to warm",
+    "flushLeastPagesWhenWarmMapedFile": "file space is reserved (fallocate) a chunk ahead of the writer; there is nothing to warm",
 }
 PLAIN_ACL_FILE_NAME = "plain_acl.yml"
 # Paths come only from these keys of the operator's file, never from requests at runtime.

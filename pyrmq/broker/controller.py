@@ -182,7 +182,10 @@ class BrokerController:
         self.store.load()
         self.store.start()
         # The system topics of a fresh broker are written at once, as Java does.
-        self.topic_config_manager.persist()
+        try:
+            self.topic_config_manager.persist()
+        except OSError as exc:   # a full disk: serve what is stored; the file is written on the next change
+            log.error("writing the topic config at start failed: %s", exc)
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Serve until ``stop()``; the store is loaded (recovered) before any port opens."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 
@@ -22,6 +23,13 @@ class StoreCheckpoint:
         try:
             if os.fstat(self.fd).st_size < CHECKPOINT_FILE_SIZE:
                 os.ftruncate(self.fd, CHECKPOINT_FILE_SIZE)
+            # its page is written through the mapping at every flush: it must have a block, or a
+            # full disk ends in SIGBUS (a no-op when it has one, as after any earlier flush)
+            try:
+                os.posix_fallocate(self.fd, 0, CHECKPOINT_FILE_SIZE)
+            except OSError as e:
+                if e.errno not in (errno.EOPNOTSUPP, errno.ENOSYS):   # no fallocate there: stays sparse
+                    raise
             self.mm = mmap.mmap(self.fd, CHECKPOINT_FILE_SIZE)
         except BaseException:
             os.close(self.fd)

@@ -6,8 +6,9 @@ from __future__ import annotations
 import logging
 import os
 import re
-from typing import Iterator
+from typing import Collection, Iterator
 
+from pyrmq.codec.store_formats import CQ_STORE_UNIT_SIZE
 from pyrmq.store.consume_queue import ConsumeQueue
 from pyrmq.store.model import MessageStoreConfig, StoreError
 
@@ -34,6 +35,19 @@ class ConsumeQueueTable:
         return ConsumeQueue(topic, queue_id, self.config.consume_queue_dir(),
                             self.config.mapped_file_size_consume_queue)
 
+    def can_take_unit(self, topic: str, queue_id: int) -> bool:
+        """True when the queue exists and its next unit fits in reserved space of its last file
+        (the put path's O(1) check, inlined: once per message; otherwise the store prepares the
+        file before the record is appended)."""
+        cq = self.queues.get((topic, queue_id))
+        if cq is None:
+            return False
+        files = cq.mapped_file_queue.mapped_files
+        if not files:
+            return False
+        last = files[-1]
+        return last.wrote_position + CQ_STORE_UNIT_SIZE <= last.reserved
+
     def find_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
         cq = self.queues.get((topic, queue_id))
         if cq is None:
@@ -58,13 +72,27 @@ class ConsumeQueueTable:
                 cq.load()
                 self.queues[(topic, queue_id)] = cq
 
-    def recover(self) -> int:
-        """Recover every queue; returns the max (offset + size) over their last units, or -1."""
+    def recover(self, careful: Collection[tuple[str, int]] | None = None) -> int:
+        """Recover every queue; returns the max (offset + size) over their last units, or -1.
+
+        ``careful``: the (topic, queueId) keys whose tails may be torn (a crash: the queues the
+        commit log wrote to after the checkpoint) -- None for all; the others are trusted to be
+        valid units then zeros (ConsumeQueue's docstring).
+        """
         max_phy = -1
-        for cq in self.queues.values():
-            cq.recover()
+        for key, cq in self.queues.items():
+            cq.recover(careful=careful is None or key in careful)
             max_phy = max(max_phy, cq.max_physic_offset)
         return max_phy
+
+    def estimate_max_physic_offset(self) -> int:
+        """The max (offset + size) over the queues' last units, found by binary search without
+        changing anything; -1 without units."""
+        return max((cq.estimate_max_physic_offset() for cq in self.queues.values()), default=-1)
+
+    def units_read_at_recovery(self) -> int:
+        """Consume queue units start-up read, over all queues (statistics)."""
+        return sum(cq.units_read_at_recovery for cq in self.queues.values())
 
     def max_physic_offset(self) -> int:
         return max((cq.max_physic_offset for cq in self.queues.values()), default=-1)

@@ -10,6 +10,13 @@ the append itself, so the bytes are not parsed again -- but only when the pipeli
 with the commit log before the append; otherwise the service walks the stored bytes from
 ``reput_from_offset``. A dispatcher that fails leaves ``reput_from_offset`` before the record,
 so the next append or reput delivers it again (consume queues and the index ignore duplicates).
+
+A dispatcher that cannot take a record because a file cannot be created or reserved (EMFILE,
+ENOSPC, EIO) raises :class:`DispatchError`: the pipeline stalls at that record (``failure``
+says why) and nothing after it is dispatched, so the consume queues never skip a record and
+every record below the highest consume queue unit has been dispatched -- which is what lets
+recovery replay from the queues' end after a restart.  ``retry`` walks on from there; the store
+refuses puts while the stall lasts and the broker retries every second.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from pyrmq.store.checkpoint import StoreCheckpoint
 from pyrmq.store.commit_log import CommitLog
 from pyrmq.store.consume_queue_table import ConsumeQueueTable
 from pyrmq.store.index_service import IndexService, index_keys_of
-from pyrmq.store.model import StoreError
+from pyrmq.store.model import DispatchError, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +78,7 @@ class ConsumeQueueDispatcher:
                 log.warning("not dispatching record at %d: %s", request.commit_log_offset, exc)
                 return
         tags_code = self._schedule_tags_code(request) if topic == SCHEDULE_TOPIC else request.tags_code
-        cq.put_unit(request.commit_log_offset, request.size, tags_code, request.queue_offset)
+        cq.put_unit(request.commit_log_offset, request.size, tags_code, request.queue_offset)   # or DispatchError
         if self.checkpoint is not None:
             self.checkpoint.logics_msg_timestamp = request.store_timestamp
 
@@ -85,8 +92,11 @@ class IndexDispatcher:
     def dispatch(self, request: RecordInfo) -> None:
         uniq_key, keys = index_keys_of(request.properties_string)
         if uniq_key is not None or keys:
-            self.index.build_index(request.topic, request.commit_log_offset, request.store_timestamp,
-                                   request.sys_flag, uniq_key, keys)
+            try:
+                self.index.build_index(request.topic, request.commit_log_offset, request.store_timestamp,
+                                       request.sys_flag, uniq_key, keys)
+            except OSError as e:
+                raise DispatchError(f"cannot create or reserve an index file: {e}", e) from e
 
 
 class ReputService:
@@ -97,6 +107,8 @@ class ReputService:
         self.dispatchers: list[CommitLogDispatcher] = []
         self._dispatch_calls: tuple[Callable[[RecordInfo], None], ...] = ()
         self.reput_from_offset = 0
+        self.failure: DispatchError | None = None   # why the pipeline is stalled, None when it is not
+        self.stalls = 0   # statistics: times a dispatcher could not take a record
 
     def add_dispatcher(self, dispatcher: CommitLogDispatcher) -> None:
         self.dispatchers.append(dispatcher)
@@ -110,27 +122,57 @@ class ReputService:
         """Bytes of the commit log not dispatched yet."""
         return max(0, self.commit_log.max_offset - self.reput_from_offset)
 
-    def dispatch_appended(self, begin_offset: int, requests: Sequence[RecordInfo]) -> None:
+    def dispatch_appended(self, begin_offset: int, requests: Sequence[RecordInfo]) -> bool:
         """Dispatch the records an append just wrote; ``begin_offset`` is the commit log's end
         before that append. When the pipeline was behind, the stored bytes are walked instead,
-        so nothing is skipped and nothing arrives out of order."""
+        so nothing is skipped and nothing arrives out of order.  True when every one of
+        ``requests`` reached every dispatcher (then the put may be acknowledged)."""
         if self.reput_from_offset != begin_offset:
             self.do_reput()
-            return
+            last = requests[-1]
+            return self.reput_from_offset >= last.commit_log_offset + last.size
         calls = self._dispatch_calls
-        for request in requests:
-            for call in calls:
-                call(request)
-            self.reput_from_offset = request.commit_log_offset + request.size
+        try:
+            for request in requests:
+                for call in calls:
+                    call(request)
+                self.reput_from_offset = request.commit_log_offset + request.size
+        except DispatchError as e:
+            self._stall(e)
+            return False
+        return True
+
+    def _stall(self, error: DispatchError) -> None:
+        self.stalls += 1
+        if self.failure is None:   # once per stall, not once per retry
+            log.error("dispatch stalled at commit log offset %d: %s; writes are refused until it is "
+                      "dispatched (retried every second)", self.reput_from_offset, error)
+        self.failure = error
+
+    def retry(self) -> bool:
+        """Dispatch on from where a failure stalled the pipeline; True once it caught up."""
+        self.do_reput()
+        return self.failure is None
 
     def do_reput(self, check_crc: bool = False) -> WalkEnd:
         """Walk and dispatch the stored records from ``reput_from_offset`` to the end.
 
         Returns why it stopped: END_OF_DATA when caught up, INCOMPLETE when the last record is
-        not whole yet (a slave waiting for the rest), INVALID at a record that is not valid
-        (with ``check_crc``, a body whose CRC does not match); ``reput_from_offset`` is then
-        the offset of that record.
+        not whole yet (a slave waiting for the rest) or a dispatcher could not take it (then
+        ``failure`` says why), INVALID at a record that is not valid (with ``check_crc``, a body
+        whose CRC does not match); ``reput_from_offset`` is then the offset of that record.
         """
+        try:
+            end = self._walk(check_crc)
+        except DispatchError as e:
+            self._stall(e)
+            return WalkEnd.INCOMPLETE
+        if self.failure is not None:   # the record that failed went through this time
+            log.info("dispatch goes on again (commit log offset %d); writes are accepted", self.reput_from_offset)
+            self.failure = None
+        return end
+
+    def _walk(self, check_crc: bool) -> WalkEnd:
         commit_log = self.commit_log
         mfq = commit_log.mapped_file_queue
         calls = self._dispatch_calls

@@ -3,8 +3,10 @@
 One file = 40-byte header · slot table (``hash_slot_num`` × int32) · item area (``index_num`` ×
 20 bytes). A slot holds the index of the newest item whose key hashes to it; each item links to
 the previous item of the same slot, so a lookup walks one chain. Item 0 is never used
-(``index_count`` starts at 1). Files are created sparse (``ftruncate``): the default 420 MB
-file costs disk blocks only for the pages actually written.
+(``index_count`` starts at 1). Files are created at full length but sparse: the header and
+slot table (written anywhere, 20 MB by default) are reserved at creation, the items (appended)
+a chunk at a time ahead of the writer (mapped_file.py), so the default 420 MB file costs disk
+blocks for its slots and the items written, and a full disk is an OSError, never a SIGBUS.
 
 The header lives in memory and is written into the mapping on every insert, as Java's
 IndexHeader does, so the bytes on disk are always current up to the last flush.
@@ -32,6 +34,8 @@ log = logging.getLogger(__name__)
 INVALID_INDEX = 0  # slot value / prev link meaning "no item"
 INT32_MAX = 0x7FFF_FFFF
 _CRASH_ITEM = crash_points.armed("index.item_written")
+# Items are reserved this far ahead: 52,428 items per fallocate.
+ITEMS_RESERVE_CHUNK = 1024 * 1024
 
 
 def index_key_hash(key: str) -> int:
@@ -48,8 +52,13 @@ class IndexFile(FixedMapping):
         self.hash_slot_num = hash_slot_num
         self.index_num = index_num
         self._items_start = INDEX_HEADER_SIZE + hash_slot_num * INDEX_SLOT_SIZE
+        # item 1 is the first written; its end is what a new file needs reserved
+        first_item_end = self._items_start + 2 * INDEX_ITEM_SIZE
         super().__init__(path, index_file_size(hash_slot_num, index_num), create=create,
-                         size_hint=f"maxHashSlotNum={hash_slot_num} and maxIndexNum={index_num}")
+                         size_hint=f"maxHashSlotNum={hash_slot_num} and maxIndexNum={index_num}",
+                         reserve_chunk=first_item_end + ITEMS_RESERVE_CHUNK, reserve_first=first_item_end,
+                         random_access=True)   # hash slots and chains: random by nature
+        self.reserve_chunk = ITEMS_RESERVE_CHUNK
         if create:
             self.begin_timestamp = self.end_timestamp = max(0, end_timestamp)
             self.begin_phy_offset = self.end_phy_offset = max(0, end_phy_offset)
@@ -79,6 +88,11 @@ class IndexFile(FixedMapping):
         count = self.index_count
         if count >= self.index_num:
             return False
+        item_end = self._items_start + (count + 1) * INDEX_ITEM_SIZE
+        if item_end > self.reserved:
+            # a file opened at start-up has reserved == 0: its slot table (maybe sparse, written
+            # by an older broker) is reserved too before any slot is written
+            self.reserve(self.reserved, item_end)
         mm = self.mm
         slot_pos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * INDEX_SLOT_SIZE
         (slot_value,) = INDEX_SLOT.unpack_from(mm, slot_pos)

@@ -140,7 +140,9 @@ class IndexService:
 
     # ------------------------------------------------------------------ build
 
-    def _last_file(self) -> IndexFile | None:
+    def _last_file(self) -> IndexFile:
+        """The file to add keys to; a new one when the last is full. Raises OSError when it
+        cannot be created."""
         files = self.index_files
         if files and not files[-1].is_write_full():
             return files[-1]
@@ -150,48 +152,44 @@ class IndexService:
             prev = files[-1]
             end_phy_offset, end_timestamp, last_name = prev.end_phy_offset, prev.end_timestamp, prev.file_name
         now_ms = int(time.time() * 1000)
-        try:
-            os.makedirs(self.store_path, exist_ok=True)
+        os.makedirs(self.store_path, exist_ok=True)
+        name = _file_name(now_ms)
+        # two files in one millisecond (tiny test files) must not share a name
+        while name <= last_name or os.path.exists(os.path.join(self.store_path, name)):
+            now_ms += 1
             name = _file_name(now_ms)
-            # two files in one millisecond (tiny test files) must not share a name
-            while name <= last_name or os.path.exists(os.path.join(self.store_path, name)):
-                now_ms += 1
-                name = _file_name(now_ms)
-            f = IndexFile(os.path.join(self.store_path, name), self.hash_slot_num, self.index_num,
-                          create=True, end_phy_offset=end_phy_offset, end_timestamp=end_timestamp)
-        except OSError as e:
-            log.error("cannot create an index file in %s: %s", self.store_path, e)
-            return None
+        # an OSError (EMFILE, ENOSPC) goes up: dispatch stalls and builds this record's keys later
+        f = IndexFile(os.path.join(self.store_path, name), self.hash_slot_num, self.index_num,
+                      create=True, end_phy_offset=end_phy_offset, end_timestamp=end_timestamp)
         if files:
             self._full_unflushed.append(files[-1])
         files.append(f)
         return f
 
-    def _put_key(self, f: IndexFile, key: str, phy_offset: int, store_timestamp: int) -> IndexFile | None:
+    def _put_key(self, f: IndexFile, key: str, phy_offset: int, store_timestamp: int) -> IndexFile:
         key_hash = index_key_hash(key)
-        current: IndexFile | None = f
-        while current is not None and not current.put_key(key_hash, phy_offset, store_timestamp):
+        current = f
+        while not current.put_key(key_hash, phy_offset, store_timestamp):
             current = self._last_file()
         return current
 
     def build_index(self, topic: str, phy_offset: int, store_timestamp: int, sys_flag: int,
                     uniq_key: str | None, keys: str | None) -> None:
-        """Index UNIQ_KEY and each KEYS token of one record (Java IndexService.buildIndex)."""
+        """Index UNIQ_KEY and each KEYS token of one record (Java IndexService.buildIndex).
+
+        Raises OSError when a file cannot be created or reserved; the record is then dispatched
+        again, and keys indexed before the failure are indexed twice (a query lists the offset twice)."""
         f = self._last_file()
-        if f is None or phy_offset < f.end_phy_offset:
+        if phy_offset < f.end_phy_offset:
             return
         if sys_flag & _TRANSACTION_MASK == _ROLLBACK:
             return
         if uniq_key is not None:
             f = self._put_key(f, f"{topic}#{uniq_key}", phy_offset, store_timestamp)
-            if f is None:
-                return
         if keys:
             for k in keys.split(_KEY_SEPARATOR):
                 if k:
                     f = self._put_key(f, f"{topic}#{k}", phy_offset, store_timestamp)
-                    if f is None:
-                        return
 
     # ------------------------------------------------------------------ query
 

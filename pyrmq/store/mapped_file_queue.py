@@ -23,7 +23,13 @@ import threading
 from typing import Callable
 
 from pyrmq.store import crash_points
-from pyrmq.store.mapped_file import FILE_NAME_DIGITS, OS_PAGE_SIZE, MappedFile, offset_to_file_name
+from pyrmq.store.mapped_file import (
+    DEFAULT_RESERVE_CHUNK,
+    FILE_NAME_DIGITS,
+    OS_PAGE_SIZE,
+    MappedFile,
+    offset_to_file_name,
+)
 from pyrmq.store.model import StoreError
 
 log = logging.getLogger(__name__)
@@ -60,11 +66,14 @@ def drop_unsized_tail(directory: str, names: list[str], file_size: int) -> None:
 
 
 class MappedFileQueue:
-    def __init__(self, store_path: str, mapped_file_size: int) -> None:
+    def __init__(self, store_path: str, mapped_file_size: int, reserve_chunk: int = DEFAULT_RESERVE_CHUNK,
+                 random_access: bool = False) -> None:
         if mapped_file_size <= 0:
             raise ValueError("mapped file size must be positive")
         self.store_path = store_path
         self.mapped_file_size = mapped_file_size
+        self.reserve_chunk = reserve_chunk   # how far ahead of the writer file space is reserved
+        self.random_access = random_access   # no read-around on faults (MappedFile)
         self.mapped_files: list[MappedFile] = []
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
@@ -92,7 +101,8 @@ class MappedFileQueue:
         files = []
         try:
             for name in names:
-                mf = MappedFile(os.path.join(self.store_path, name), self.mapped_file_size)
+                mf = MappedFile(os.path.join(self.store_path, name), self.mapped_file_size,
+                                reserve_chunk=self.reserve_chunk, random_access=self.random_access)
                 # like Java: assume full until recovery finds the real end
                 mf.wrote_position = mf.flushed_position = self.mapped_file_size
                 files.append(mf)
@@ -144,7 +154,8 @@ class MappedFileQueue:
     def _new_file(self, offset: int) -> MappedFile:
         os.makedirs(self.store_path, exist_ok=True)
         return MappedFile(os.path.join(self.store_path, offset_to_file_name(offset)),
-                          self.mapped_file_size, create=True)
+                          self.mapped_file_size, create=True, reserve_chunk=self.reserve_chunk,
+                          random_access=self.random_access)
 
     def _take_prepared(self, offset: int) -> MappedFile | None:
         """The prepared file if it starts at ``offset``; a stale one is deleted (holding _prepare_lock)."""
@@ -281,7 +292,10 @@ class MappedFileQueue:
                 keep.append(mf)
             elif mf.file_from_offset <= offset:
                 pos = offset - mf.file_from_offset
-                mf.zero_dirty_tail(pos, clean_run)
+                if mf.zero_dirty_tail(pos, clean_run):
+                    # on disk at once: a power loss must not bring the stale bytes back under a
+                    # start that trusts what follows the end to be zeros
+                    mf.sync()
                 mf.wrote_position = mf.flushed_position = pos
                 keep.append(mf)
             else:

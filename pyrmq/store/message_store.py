@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from typing import Callable
 
-from pyrmq.codec.commit_log_walk import WalkEnd
+from pyrmq.codec.commit_log_walk import RecordWalker, WalkEnd
 from pyrmq.codec.message import (
     MessageConst,
     MessageExt,
@@ -52,6 +53,7 @@ from pyrmq.store.model import (
     PutMessageStatus,
     QueryMessageResult,
     StoreError,
+    put_status_of,
 )
 from pyrmq.store.pull_scan import PullScanner
 from pyrmq.store.recovery import recover_abnormally, recover_normally
@@ -67,6 +69,9 @@ __all__ = [
 ]
 
 MAX_TOPIC_LENGTH = 127  # 4.9.x broker limit (message.md §10)
+_TRANSACTION_MASK = MessageSysFlag.TRANSACTION_MASK
+# records of these transaction types get a consume queue unit (the others are half/rollback)
+_QUEUED_TYPES = (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE)
 MAX_PROPERTIES_BYTES = 32767
 _CRASH_APPENDED = crash_points.armed("commitlog.appended")
 
@@ -95,6 +100,7 @@ class DefaultMessageStore:
             int(_total_physical_memory() * config.access_message_in_memory_max_ratio / 100))
         self._clean_run = config.max_message_size + 128 * 1024  # longer than any record
         self.last_exit_ok = True
+        self._last_refusal_logged = -1e9   # monotonic seconds
         # dispatchers the roles add (long-polling wake-ups...), after the store's own
         self._extra_dispatchers: list[CommitLogDispatcher] = []
         # (delay level, store timestamp) -> CQ tagsCode of SCHEDULE_TOPIC_XXXX units
@@ -146,9 +152,12 @@ class DefaultMessageStore:
             reput.remove_dispatcher(d)
         self._cq_dispatcher = ConsumeQueueDispatcher(self.consume_queues, self.checkpoint)
         self._cq_dispatcher.schedule_tags_code = self._schedule_tags_code
-        reput.add_dispatcher(self._cq_dispatcher)
+        # the index before the consume queue (Apache has them the other way round): a record
+        # with a consume queue unit then went through every store dispatcher, so a restart that
+        # replays from the queues' end rebuilds whatever a stalled dispatch left out
         if self.index_service is not None:
             reput.add_dispatcher(IndexDispatcher(self.index_service))
+        reput.add_dispatcher(self._cq_dispatcher)
         for d in self._extra_dispatchers:
             reput.add_dispatcher(d)
 
@@ -165,16 +174,17 @@ class DefaultMessageStore:
             self.index_service.load(self.last_exit_ok)
         self._build_dispatchers()
 
-        max_phy_cq = self.consume_queues.recover()
         queues = self.consume_queues
         if self.last_exit_ok:
+            # a clean stop leaves every queue as valid units then zeros: no queue is scanned
             recovered = recover_normally(
-                self._commit_log, check_crc=cfg.check_crc_on_recover, max_phy_offset_of_cq=max_phy_cq,
+                self._commit_log, check_crc=cfg.check_crc_on_recover, max_phy_offset_of_cq=queues.recover(()),
                 truncate_cqs=queues.truncate_dirty, destroy_cqs=queues.destroy_all, clean_run=self._clean_run)
         else:
             recovered = recover_abnormally(
                 self._commit_log, checkpoint=self.checkpoint, check_crc=cfg.check_crc_on_recover,
-                max_phy_offset_of_cq=max_phy_cq, truncate_cqs=queues.truncate_dirty,
+                estimate_cqs=queues.estimate_max_physic_offset, recover_cqs=queues.recover,
+                truncate_cqs=queues.truncate_dirty,
                 destroy_cqs=queues.destroy_all, clean_run=self._clean_run)
         replay_from = recovered.replay_from
         if not self.last_exit_ok and self.index_service is not None:
@@ -188,7 +198,9 @@ class DefaultMessageStore:
         if end is not WalkEnd.END_OF_DATA:
             log.error("replay after recovery stopped at %d (%s) before the commit log end %d",
                       self.reput.reput_from_offset, end.value, self._commit_log.max_offset)
-        self._commit_log.topic_queue_table = self.consume_queues.queue_offset_table(self._commit_log.min_offset)
+        table = self.consume_queues.queue_offset_table(self._commit_log.min_offset)
+        self._count_undispatched(table)
+        self._commit_log.topic_queue_table = table
         # from here on a crash must be detected at the next start
         # (durably: after a power cut that forgot it, the next start would trust the consume
         # queues as after a clean stop, and a queue that lost unflushed units would stay short)
@@ -198,6 +210,26 @@ class DefaultMessageStore:
         finally:
             os.close(fd)
         fsync_dir(os.path.dirname(cfg.abort_path()) or ".")
+
+    def _count_undispatched(self, table: dict[str, int]) -> None:
+        """Next queue offsets past the records a stalled replay left undispatched (a file could
+        not be created at start-up): they hold their queue offsets already, and a new record must
+        not take one of them.  Reads the records after the stall only -- none when caught up."""
+        commit_log = self._commit_log
+        offset = self.reput.reput_from_offset
+        while offset < commit_log.max_offset:
+            mf = commit_log.mapped_file_queue.find_mapped_file_by_offset(offset)
+            if mf is None:
+                return
+            walker = RecordWalker(mf.view, offset - mf.file_from_offset, mf.wrote_position,
+                                  file_from_offset=mf.file_from_offset, check_crc=False)
+            for record in walker:
+                if record.sys_flag & _TRANSACTION_MASK in _QUEUED_TYPES:
+                    key = f"{record.topic}-{record.queue_id}"
+                    table[key] = max(table.get(key, 0), record.queue_offset + 1)
+            if walker.end is not WalkEnd.END_OF_FILE and walker.position < mf.file_size:
+                return
+            offset = mf.file_from_offset + mf.file_size
 
     def start(self) -> None:
         """Load (if not yet done) and accept messages."""
@@ -250,19 +282,62 @@ class DefaultMessageStore:
             return PutMessageStatus.MESSAGE_ILLEGAL
         return None
 
+    def _writable(self, topic: str, queue_id: int, sys_flag: int) -> PutMessageStatus | None:
+        """None when a record for ``topic``/``queue_id`` can be appended and then dispatched.
+
+        A stalled pipeline (a file could not be created) is retried first and refuses the put
+        while it lasts: a record appended behind it could not be acknowledged anyway.  The
+        record's consume queue gets its file and room before the append (O(1) when it has them),
+        so EMFILE or ENOSPC on a new topic is a refusal, not a record stored and then refused.
+        """
+        reput = self.reput
+        queued = sys_flag & _TRANSACTION_MASK in _QUEUED_TYPES
+        if reput.failure is None and (not queued or self.consume_queues.can_take_unit(topic, queue_id)):
+            return None   # the common case, once per message
+        if reput.failure is not None and not reput.retry():
+            assert reput.failure is not None
+            return reput.failure.status
+        if not queued or self.consume_queues.can_take_unit(topic, queue_id):
+            return None
+        try:
+            cq = self.consume_queues.find_or_create(topic, queue_id)
+            cq.prepare_unit(self._commit_log.topic_queue_table.get(f"{topic}-{queue_id}", 0))
+        except StoreError:
+            return None   # a name _check let through but no queue takes: dispatch skips the record
+        except OSError as e:
+            self._log_refusal(topic, f"cannot create or reserve its consume queue file: {e}")
+            return put_status_of(e)
+        return None
+
+    def _log_refusal(self, topic: str, why: object) -> None:
+        """Log a refused put, at most once a second (a full disk refuses every send)."""
+        now = time.monotonic()
+        if now - self._last_refusal_logged >= 1.0:
+            self._last_refusal_logged = now
+            log.warning("put to %s refused: %s", topic, why)
+
+    def _not_dispatched(self, topic: str) -> PutMessageResult:
+        """The answer for a record that is in the commit log but could not be dispatched: a
+        refusal, never PUT_OK (the reput delivers it once the fault clears -- a refused send may
+        thus still be consumed once, never an acknowledged one lost)."""
+        failure = self.reput.failure
+        self._log_refusal(topic, failure or "its dispatch did not complete")
+        return PutMessageResult(failure.status if failure is not None else PutMessageStatus.UNKNOWN_ERROR, None)
+
     def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
-        status = self._check(msg)
+        status = self._check(msg) or self._writable(msg.topic, msg.queue_id, msg.sys_flag)
         if status is not None:
             return PutMessageResult(status, None)
         begin = self._commit_log.committed_offset
         try:
             result, request = self._commit_log.append_message(msg)
         except AppendError as e:
-            log.warning("put_message to %s rejected: %s", msg.topic, e)
+            self._log_refusal(msg.topic, e)
             return PutMessageResult(e.status, None)
         if _CRASH_APPENDED:
             crash_points.reach("commitlog.appended")
-        self.reput.dispatch_appended(begin, (request,))
+        if not self.reput.dispatch_appended(begin, (request,)):
+            return self._not_dispatched(msg.topic)
         return PutMessageResult(PutMessageStatus.PUT_OK, result)
 
     def put_messages(self, batch: MessageExtBatch) -> PutMessageResult:
@@ -274,16 +349,25 @@ class DefaultMessageStore:
         delay = string_to_properties(batch.properties_string).get(MessageConst.PROPERTY_DELAY_TIME_LEVEL)
         if delay and delay.strip().lstrip("-").isdigit() and int(delay) > 0:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, None)
+        status = self._writable(batch.topic, batch.queue_id, batch.sys_flag)
+        if status is not None:
+            return PutMessageResult(status, None)
         begin = self._commit_log.committed_offset
         try:
             result, requests = self._commit_log.append_batch(batch)
         except AppendError as e:
-            log.warning("put_messages to %s rejected: %s", batch.topic, e)
+            self._log_refusal(batch.topic, e)
             return PutMessageResult(e.status, None)
         if _CRASH_APPENDED:
             crash_points.reach("commitlog.appended")
-        self.reput.dispatch_appended(begin, requests)
+        if not self.reput.dispatch_appended(begin, requests):
+            return self._not_dispatched(batch.topic)
         return PutMessageResult(PutMessageStatus.PUT_OK, result)
+
+    def retry_dispatch(self) -> bool:
+        """Retry a stalled dispatch (the broker calls this every second; on the loop, as every
+        dispatch); True when nothing is stalled."""
+        return self.reput.failure is None or self.reput.retry()
 
     def append_data(self, phy_offset: int, data: bytes | memoryview) -> bool:
         """Append replicated commit log bytes (an HA slave) and dispatch every whole record.

@@ -7,6 +7,7 @@ Re-exported by :mod:`pyrmq.store.message_store`; kept apart so the lower store m
 from __future__ import annotations
 
 import enum
+import errno
 import os
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -181,3 +182,30 @@ class GetMessageResult:
 
 class StoreError(Exception):
     """The store directory cannot be used (wrong file sizes, already locked, ...)."""
+
+
+# a partition (or quota) with no room left: Apache's answer to a full disk, not a broken file
+_DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def put_status_of(error: OSError) -> PutMessageStatus:
+    """The put status for a store file that could not be created or reserved: no space left is
+    SERVICE_NOT_AVAILABLE ("the broker's disk is full"), anything else -- EMFILE, ENFILE, EIO --
+    CREATE_MAPPED_FILE_FAILED ("create mapped file failed, server is busy or broken.")."""
+    if error.errno in _DISK_FULL_ERRNOS:
+        return PutMessageStatus.SERVICE_NOT_AVAILABLE
+    return PutMessageStatus.CREATE_MAPPED_FILE_FAILED
+
+
+class DispatchError(Exception):
+    """A dispatcher could not take a record because a file it needs (a consume queue or index
+    file, or the room in it) could not be created; the reput service stays before the record and
+    delivers it again later."""
+
+    def __init__(self, message: str, cause: OSError) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+    @property
+    def status(self) -> PutMessageStatus:
+        return put_status_of(self.cause)

@@ -4,7 +4,9 @@ and from where the dispatch pipeline must replay it.
 Normal recovery (clean shutdown) scans the last three CommitLog files to find the end of valid
 data; the consume queues are complete up to their own end, so replay starts there. Abnormal
 recovery (``abort`` file present) scans from the newest file whose first record is older than
-the checkpoint, and replay starts at that file (consume queues and index ignore duplicates).
+the checkpoint, and replay starts at that file (consume queues and index ignore duplicates); the
+queues that scan meets are the only ones whose tails may be torn, so only they are recovered
+unit by unit (``recover_cqs``), the rest by a binary search (consume_queue.py).
 Both stop at the first invalid record and truncate everything after it, consume-queue units
 pointing beyond the end included. Recovery dispatches nothing itself: the store hands the
 replay start to its :class:`~pyrmq.store.dispatch.ReputService`, the one dispatch path.
@@ -43,19 +45,27 @@ class Recovered:
     replay_from: int
 
 
-def _scan(commit_log: CommitLog, index: int, check_crc: bool) -> int:
-    """Walk records from the start of file ``index``; returns the offset after the last valid one."""
+def _scan(commit_log: CommitLog, index: int, check_crc: bool,
+          queues: set[tuple[str, int]] | None = None) -> int:
+    """Walk records from the start of file ``index``; returns the offset after the last valid one
+    (and adds the (topic, queueId) of every record to ``queues``)."""
     files = commit_log.mapped_file_queue.mapped_files
     while True:
         mf = files[index]
-        walker = RecordWalker(mf.view, 0, mf.file_size, file_from_offset=mf.file_from_offset,
+        # no record lies in a hole: those are zeros, and not read (MappedFile.leading_data_end)
+        walker = RecordWalker(mf.view, 0, mf.leading_data_end(), file_from_offset=mf.file_from_offset,
                               check_crc=check_crc)
-        for _ in walker:
-            pass
-        if walker.end in (WalkEnd.END_OF_FILE, WalkEnd.END_OF_DATA) and index + 1 < len(files):
+        if queues is None:
+            for _ in walker:
+                pass
+        else:
+            for record in walker:
+                queues.add((record.topic, record.queue_id))
+        whole_file = walker.end is WalkEnd.END_OF_FILE or walker.position == mf.file_size
+        if whole_file and index + 1 < len(files):
             index += 1
             continue
-        if walker.end not in (WalkEnd.END_OF_FILE, WalkEnd.END_OF_DATA):
+        if not whole_file:
             log.info("commit log recovery: end of valid data in %s at %d", mf.file_name, walker.position)
         return mf.file_from_offset + walker.position
 
@@ -123,6 +133,8 @@ def recover_normally(commit_log: CommitLog, *, check_crc: bool, max_phy_offset_o
 
 
 def _matched_recover_start(mf: MappedFile, min_timestamp: int) -> bool:
+    if mf.leading_data_end() == 0:   # nothing written: no record to read
+        return False
     (magic,) = _INT32.unpack_from(mf.view, MAGIC_POSITION)
     if magic != MAGIC_CODE_V1 and magic != MAGIC_CODE_V2:
         return False
@@ -131,9 +143,15 @@ def _matched_recover_start(mf: MappedFile, min_timestamp: int) -> bool:
 
 
 def recover_abnormally(commit_log: CommitLog, *, check_crc: bool, checkpoint: StoreCheckpoint,
-                       max_phy_offset_of_cq: int, truncate_cqs: Callable[[int], None],
-                       destroy_cqs: Callable[[], None], clean_run: int) -> Recovered:
-    """Recovery after a crash: replay from a file the checkpoint says was completely dispatched."""
+                       estimate_cqs: Callable[[], int], recover_cqs: Callable[[set[tuple[str, int]]], int],
+                       truncate_cqs: Callable[[int], None], destroy_cqs: Callable[[], None],
+                       clean_run: int) -> Recovered:
+    """Recovery after a crash: replay from a file the checkpoint says was completely dispatched.
+
+    ``estimate_cqs()`` is the max commit log offset the consume queues reach, read without
+    changing them (where the scan must start); ``recover_cqs(queues)`` recovers them -- those in
+    ``queues``, written to since the checkpoint, unit by unit -- and returns that max for real.
+    """
     files = commit_log.mapped_file_queue.mapped_files
     if not files:
         commit_log.mapped_file_queue.set_positions(0)
@@ -146,9 +164,14 @@ def recover_abnormally(commit_log: CommitLog, *, check_crc: bool, checkpoint: St
             index = i
             break
     start = files[index].file_from_offset
-    index = _scan_start(commit_log, index, min(start, max_phy_offset_of_cq))
+    index = _scan_start(commit_log, index, min(start, estimate_cqs()))
     log.info("abnormal recovery starts at commit log file %s", files[index].file_name)
-    process_offset = _scan(commit_log, index, check_crc)
+    touched: set[tuple[str, int]] = set()
+    process_offset = _scan(commit_log, index, check_crc, touched)
+    max_phy_offset_of_cq = recover_cqs(touched)
+    earlier = _scan_start(commit_log, index, min(start, max_phy_offset_of_cq))
+    if earlier < index:   # a queue was torn shorter than its estimate: the replay starts earlier
+        process_offset = _scan(commit_log, earlier, check_crc)
     _finish(commit_log, process_offset, max_phy_offset_of_cq, truncate_cqs, clean_run)
     # consume queues that lag behind the checkpointed file are replayed from where they end
     # (no consume queue at all: -1, so everything is replayed)

@@ -15,7 +15,7 @@ from store_helpers import make_msg, open_store, small_config
 
 from pyrmq.codec.message import decode_message, decode_messages
 from pyrmq.codec.message_props import java_string_hash
-from pyrmq.store.index_file import IndexFile, index_key_hash
+from pyrmq.store.index_file import ITEMS_RESERVE_CHUNK, IndexFile, index_key_hash
 from pyrmq.store.index_service import index_keys_of
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "store" / "apache-4.9.8-small.tar.gz"
@@ -90,14 +90,18 @@ def test_byte_layout_of_a_hand_made_file(tmp_path):
     g.close()
 
 
-def test_default_size_file_is_sparse(tmp_path):
+def test_default_size_file_reserves_its_slots_and_a_chunk_of_items(tmp_path):
+    """The slot table (written anywhere) is reserved at creation, the items a chunk ahead: a
+    full disk is an OSError, never a SIGBUS; the 420 MB file costs about 21 MB."""
     path = tmp_path / "20240101000000000"
     f = IndexFile(str(path), 5_000_000, 20_000_000, create=True)
     f.put_key(index_key_hash("T#k"), 0, T0)
     f.flush()
     st = path.stat()
     assert st.st_size == 420_000_040
-    assert st.st_blocks * 512 < 1024 * 1024
+    slots_end = 40 + 5_000_000 * 4
+    assert f.reserved >= slots_end + 2 * 20
+    assert slots_end <= st.st_blocks * 512 < slots_end + 2 * ITEMS_RESERVE_CHUNK
     f.close()
 
 
