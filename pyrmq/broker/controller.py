@@ -181,6 +181,9 @@ class BrokerController:
         self.schedule_service.load()
         self.store.load()
         self.store.start()
+        # the disk guard's first reading before any port opens (Apache takes it 1 s after start):
+        # a broker started on a full disk refuses writes from its first request on
+        self.store.clean_service.check_disk_space()
         # The system topics of a fresh broker are written at once, as Java does.
         try:
             self.topic_config_manager.persist()

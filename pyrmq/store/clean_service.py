@@ -170,6 +170,15 @@ class CleanService:
             log.info("%s disk space OK again: %.2f used, so mark disk ok: writes are accepted", what, ratio)
         self.disk_full = full
 
+    def mark_disk_full(self, why: str) -> None:
+        """No space was left for a write (ENOSPC): refuse writes now, as Apache's
+        getAndMakeDiskFull, with fresh readings for the refusals' remark (statvfs, microseconds);
+        :meth:`check_disk_space` lifts the mark when the partition has room again."""
+        self.read_disk_ratios()
+        if not self.disk_full:
+            log.error("no space left for a write (%s), so mark disk full: writes are refused until space is freed", why)
+        self.disk_full = True
+
     def check_disk_space(self) -> bool:
         """Mark the store full (writes refused) or OK from the commit log's partition (Apache's
         isSpaceFull, every 10 s); True when full."""

@@ -56,9 +56,8 @@ class IndexFile(FixedMapping):
         first_item_end = self._items_start + 2 * INDEX_ITEM_SIZE
         super().__init__(path, index_file_size(hash_slot_num, index_num), create=create,
                          size_hint=f"maxHashSlotNum={hash_slot_num} and maxIndexNum={index_num}",
-                         reserve_chunk=first_item_end + ITEMS_RESERVE_CHUNK, reserve_first=first_item_end,
+                         reserve_chunk=ITEMS_RESERVE_CHUNK, reserve_first=first_item_end,
                          random_access=True)   # hash slots and chains: random by nature
-        self.reserve_chunk = ITEMS_RESERVE_CHUNK
         if create:
             self.begin_timestamp = self.end_timestamp = max(0, end_timestamp)
             self.begin_phy_offset = self.end_phy_offset = max(0, end_phy_offset)

@@ -79,7 +79,9 @@ class FixedMapping:
                 crash_points.file_created(path)
             if create:
                 os.ftruncate(self.fd, file_size)
-                self.reserve(0, reserve_first)
+                # no chunk ahead yet: a file made ahead of need (AllocateService) must not take
+                # the space the file being written needs -- freed space would go to it first
+                self.reserve(0, reserve_first, ahead=False)
             else:
                 actual = os.fstat(self.fd).st_size
                 if actual != file_size:
@@ -99,10 +101,10 @@ class FixedMapping:
         self.view = memoryview(self.mm)
         self.closed = False
 
-    def reserve(self, start: int, end: int) -> None:
+    def reserve(self, start: int, end: int, *, ahead: bool = True) -> None:
         """Allocate the blocks of ``[start, end)`` -- and up to ``reserve_chunk`` bytes beyond
-        when the disk has room -- so that writes through the mapping there cannot fault for want
-        of space; then ``reserved`` covers ``end``.  A metadata update (microseconds on ext4/xfs;
+        when the disk has room (``ahead``) -- so that writes through the mapping there cannot
+        fault for want of space; then ``reserved`` covers ``end``.  A metadata update (microseconds on ext4/xfs;
         tmpfs allocates the pages).  Raises OSError (ENOSPC, EDQUOT, EIO...) with ``reserved``
         unchanged; on a nearly full disk only what is needed is taken, so the disk fills up to the
         last page before writes are refused.
@@ -112,9 +114,9 @@ class FixedMapping:
         if need <= start:
             self.reserved = max(self.reserved, need)
             return
-        ahead = min(self.file_size, max(need, start + self.reserve_chunk))
+        until = min(self.file_size, max(need, start + self.reserve_chunk)) if ahead else need
         try:
-            os.posix_fallocate(self.fd, start, ahead - start)
+            os.posix_fallocate(self.fd, start, until - start)
         except OSError as e:
             if e.errno in _NO_FALLOCATE_ERRNOS:
                 directory = os.path.dirname(self.path)
@@ -122,12 +124,12 @@ class FixedMapping:
                     _no_fallocate_warned.add(directory)
                     log.warning("%s: the filesystem cannot reserve space (%s); files there stay sparse, "
                                 "and a full disk may end in SIGBUS", directory, e)
-            elif e.errno in NO_SPACE_ERRNOS and ahead > need:
+            elif e.errno in NO_SPACE_ERRNOS and until > need:
                 os.posix_fallocate(self.fd, start, need - start)
-                ahead = need
+                until = need
             else:
                 raise
-        self.reserved = max(self.reserved, ahead)
+        self.reserved = max(self.reserved, until)
 
     def sync(self) -> None:
         """Write dirty pages of this file to disk (blocking; call from a worker thread).

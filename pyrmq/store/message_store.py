@@ -296,7 +296,7 @@ class DefaultMessageStore:
             return None   # the common case, once per message
         if reput.failure is not None and not reput.retry():
             assert reput.failure is not None
-            return reput.failure.status
+            return self._refused(topic, reput.failure.status, reput.failure)
         if not queued or self.consume_queues.can_take_unit(topic, queue_id):
             return None
         try:
@@ -305,24 +305,30 @@ class DefaultMessageStore:
         except StoreError:
             return None   # a name _check let through but no queue takes: dispatch skips the record
         except OSError as e:
-            self._log_refusal(topic, f"cannot create or reserve its consume queue file: {e}")
-            return put_status_of(e)
+            return self._refused(topic, put_status_of(e), f"cannot create or reserve its consume queue file: {e}")
         return None
 
-    def _log_refusal(self, topic: str, why: object) -> None:
-        """Log a refused put, at most once a second (a full disk refuses every send)."""
+    def _refused(self, topic: str, status: PutMessageStatus, why: object) -> PutMessageStatus:
+        """A put the store cannot place: logged at most once a second (a full disk refuses every
+        send).  No space left marks the disk full at once, as Apache's getAndMakeDiskFull: puts
+        are then refused before they try, and the answer names the disk usage (read now, one
+        statvfs); the clean service's periodic check lifts the mark once space is freed."""
         now = time.monotonic()
         if now - self._last_refusal_logged >= 1.0:
             self._last_refusal_logged = now
             log.warning("put to %s refused: %s", topic, why)
+        if status is PutMessageStatus.SERVICE_NOT_AVAILABLE and not self.clean_service.disk_full:
+            self.clean_service.mark_disk_full(str(why))
+        return status
 
     def _not_dispatched(self, topic: str) -> PutMessageResult:
         """The answer for a record that is in the commit log but could not be dispatched: a
         refusal, never PUT_OK (the reput delivers it once the fault clears -- a refused send may
         thus still be consumed once, never an acknowledged one lost)."""
         failure = self.reput.failure
-        self._log_refusal(topic, failure or "its dispatch did not complete")
-        return PutMessageResult(failure.status if failure is not None else PutMessageStatus.UNKNOWN_ERROR, None)
+        if failure is None:
+            return PutMessageResult(self._refused(topic, PutMessageStatus.UNKNOWN_ERROR, "its dispatch did not complete"))
+        return PutMessageResult(self._refused(topic, failure.status, failure))
 
     def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
         status = self._check(msg) or self._writable(msg.topic, msg.queue_id, msg.sys_flag)
@@ -332,8 +338,7 @@ class DefaultMessageStore:
         try:
             result, request = self._commit_log.append_message(msg)
         except AppendError as e:
-            self._log_refusal(msg.topic, e)
-            return PutMessageResult(e.status, None)
+            return PutMessageResult(self._refused(msg.topic, e.status, e), None)
         if _CRASH_APPENDED:
             crash_points.reach("commitlog.appended")
         if not self.reput.dispatch_appended(begin, (request,)):
@@ -356,8 +361,7 @@ class DefaultMessageStore:
         try:
             result, requests = self._commit_log.append_batch(batch)
         except AppendError as e:
-            self._log_refusal(batch.topic, e)
-            return PutMessageResult(e.status, None)
+            return PutMessageResult(self._refused(batch.topic, e.status, e), None)
         if _CRASH_APPENDED:
             crash_points.reach("commitlog.appended")
         if not self.reput.dispatch_appended(begin, requests):

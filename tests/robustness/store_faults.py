@@ -6,6 +6,7 @@ broker.conf, log and store directory, and a small tmpfs mounted for one test.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import subprocess
@@ -141,10 +142,23 @@ def scratch_tmpfs(path: Path, size: str) -> Iterator[Path]:
             subprocess.run(["umount", "-l", str(path)], capture_output=True)
 
 
-def fill_file(path: Path, nbytes: int) -> None:
-    """Write ``nbytes`` of real blocks (a filler taking space on a small filesystem)."""
-    with open(path, "wb") as f:
-        f.write(b"\xa5" * nbytes)
+def fill_file(path: Path, nbytes: int | None = None) -> None:
+    """Write ``nbytes`` of real blocks (a filler taking space on a small filesystem); None: until
+    the filesystem is full."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        if nbytes is not None:
+            os.write(fd, b"\xa5" * nbytes)
+            return
+        for chunk in (b"\xa5" * 65536, b"\xa5" * 4096, b"\xa5"):
+            try:
+                while True:
+                    os.write(fd, chunk)
+            except OSError as e:
+                if e.errno != errno.ENOSPC:
+                    raise
+    finally:
+        os.close(fd)
 
 
 async def pull_all(client: RemotingClient, addr: str, topic: str, queue_id: int) -> list[tuple[int, bytes]]:
