@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
-import signal
 from collections.abc import Iterator
 
 import pytest
@@ -33,7 +32,7 @@ from tests.robustness.store_faults import (
     BrokerProcess,
     broker_process,
     is_store_refusal,
-    pull_all,
+    pull_queue,
 )
 from tests.store.store_helpers import make_msg, open_store, small_config
 
@@ -157,6 +156,7 @@ def test_restart_dispatches_what_the_consume_queues_lack(tmp_path, crash):
 
 # ---------------------------------------------------------------------------- a broker process
 
+TOPIC_NOT_WRITTEN = (ResponseCode.SYSTEM_ERROR, "persisting topics.json failed, see the server log")
 TOPICS_BEFORE_EXHAUSTION = 12   # descriptors left free: the first new topics still get their files
 NEW_TOPICS = 60
 
@@ -171,7 +171,10 @@ async def send_new_topics(client: RemotingClient, broker: BrokerProcess, acked: 
         if resp.code == ResponseCode.SUCCESS:
             acked.setdefault(topic, []).append(body)
         else:
-            assert is_store_refusal(resp), (resp.code, resp.remark)
+            # the store's refusal, or the topic config's: a send that auto-creates its topic is
+            # answered once topics.json is written, and writing it needs a descriptor too (the
+            # message is then stored, and consumed once the fault clears)
+            assert is_store_refusal(resp) or (resp.code, resp.remark) == TOPIC_NOT_WRITTEN, (resp.code, resp.remark)
             refused.setdefault(topic, []).append(body)
             refusals.append(resp)
     return refusals
@@ -180,7 +183,7 @@ async def send_new_topics(client: RemotingClient, broker: BrokerProcess, acked: 
 async def check_acked_are_pulled(client: RemotingClient, broker: BrokerProcess, acked: dict[str, list[bytes]],
                                  refused: dict[str, list[bytes]]) -> None:
     for topic, sent in acked.items():
-        pulled = [body for _, body in await pull_all(client, broker.broker_addr, topic, 0)]
+        pulled = [body for _, body in await pull_queue(client, broker.broker_addr, topic, 0)]
         assert [b for b in pulled if b in sent] == sent, f"acknowledged messages of {topic} lost"
         assert all(b in sent or b in refused.get(topic, []) for b in pulled), topic
 
@@ -196,14 +199,14 @@ async def test_broker_out_of_descriptors_refuses_and_loses_nothing(tmp_path, bro
     async with RemotingClient() as client:
         await broker.wait_ready(client)
         await send_new_topics(client, broker, acked, refused, 0, 1)   # the connection, and one topic
-        soft, hard = resource.prlimit(broker.pid, resource.RLIMIT_NOFILE)
-        limit = lowest_free_fd(broker.pid) + TOPICS_BEFORE_EXHAUSTION
-        resource.prlimit(broker.pid, resource.RLIMIT_NOFILE, (limit, hard))
+        soft, hard = resource.prlimit(broker.proc.pid, resource.RLIMIT_NOFILE)
+        limit = lowest_free_fd(broker.proc.pid) + TOPICS_BEFORE_EXHAUSTION
+        resource.prlimit(broker.proc.pid, resource.RLIMIT_NOFILE, (limit, hard))
         try:
             refusals = await send_new_topics(client, broker, acked, refused, 1, NEW_TOPICS)
-            assert broker.alive(), broker.log_text()[-3000:]
+            assert broker.alive(), broker.log_tail()
         finally:
-            resource.prlimit(broker.pid, resource.RLIMIT_NOFILE, (soft, hard))
+            resource.prlimit(broker.proc.pid, resource.RLIMIT_NOFILE, (soft, hard))
         await trio.sleep(1.5)   # the broker retries a stalled dispatch every second
         await check_acked_are_pulled(client, broker, acked, refused)
         assert refusals, "no send was refused: the descriptors never ran out"
@@ -213,11 +216,11 @@ async def test_broker_out_of_descriptors_refuses_and_loses_nothing(tmp_path, bro
         await check_acked_are_pulled(client, broker, acked, refused)
 
         # out again, and stopped while out: the restart dispatches whatever the queues lack
-        resource.prlimit(broker.pid, resource.RLIMIT_NOFILE, (lowest_free_fd(broker.pid), hard))
+        resource.prlimit(broker.proc.pid, resource.RLIMIT_NOFILE, (lowest_free_fd(broker.proc.pid), hard))
         assert await send_new_topics(client, broker, acked, refused, NEW_TOPICS + 1, 10)
         for topic in list(acked)[:20]:
             await send_new_topics(client, broker, acked, refused, int(topic[len("TopicFd"):]), 1)
-    assert broker.stop(signal.SIGTERM) == 0, broker.log_text()[-3000:]
+    assert broker.stop() == 0, broker.log_tail()
     broker.start()
     async with RemotingClient() as client:
         await broker.wait_ready(client)

@@ -14,6 +14,7 @@ import resource
 
 import pytest
 
+from pyrmq.codec.commit_log_walk import RecordWalker
 from pyrmq.codec.message import pickup_store_timestamp
 from pyrmq.remoting.client import RemotingClient
 from pyrmq.store.checkpoint import StoreCheckpoint
@@ -160,7 +161,6 @@ def test_start_leaves_the_consume_queue_files_out_of_the_page_cache(tmp_path):
 
 
 def _records(mf):
-    from pyrmq.codec.commit_log_walk import RecordWalker
     return list(RecordWalker(mf.view, 0, mf.wrote_position, file_from_offset=mf.file_from_offset))
 
 
@@ -175,7 +175,7 @@ async def _start_and_count(broker: BrokerProcess) -> int:
     broker.start()
     async with RemotingClient() as client:
         await broker.wait_ready(client)
-        faults = _page_faults_of(broker.pid)
+        faults = _page_faults_of(broker.proc.pid)
     assert broker.stop() == 0
     return faults
 
@@ -184,8 +184,6 @@ async def _start_and_count(broker: BrokerProcess) -> int:
 async def test_broker_process_starts_on_2000_queues_touching_a_few_pages_each(tmp_path, scratch, broker_process):
     build_store(scratch / "store")
     conf = {"mappedFileSizeCommitLog": 256 * 1024, "maxHashSlotNum": 1000, "maxIndexNum": 8000}
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
     baseline = await _start_and_count(broker_process(tmp_path / "a", scratch / "empty", **conf))
     with_queues = await _start_and_count(broker_process(tmp_path / "b", scratch / "store", **conf))
     assert with_queues - baseline <= QUEUES * PAGES_PER_QUEUE, (baseline, with_queues)
