@@ -36,7 +36,8 @@ sys.path.insert(0, str(REPO))
 
 # Share of --inputs per target (normalised over the targets chosen).
 WEIGHTS = {"frame": 14, "json_header": 12, "rocketmq_header": 10, "message": 10, "batch": 6, "properties": 6,
-           "offset_msg_id": 2, "fastjson": 12, "admin_body": 10, "commit_log_walk": 10, "store_recovery": 3}
+           "offset_msg_id": 2, "fastjson": 12, "admin_body": 10, "commit_log_walk": 10, "store_recovery": 3,
+           "ha_frames": 6}
 
 _DONE = re.compile(r"Done (\d+) runs in (\d+) second")
 

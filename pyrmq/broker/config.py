@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, get_type_hints
 
 from pyrmq.broker.schedule_service import parse_delay_levels
+from pyrmq.codec.ha_frames import MAX_TRANSFER_BODY
 from pyrmq.codec.java_properties import parse_properties
 from pyrmq.remoting.tls_config import TlsConfig, TlsConfigError, is_tls_key, tls_config_from_properties
 from pyrmq.store.message_store import FlushDiskType, MessageStoreConfig
@@ -86,12 +87,23 @@ class BrokerConfig:
     acl_plain_file: str = ""
     # pyrmq's own: how often the file is checked for changes (Apache: every 5 s).
     acl_file_watch_interval_ms: int = 5000
+    # Replication (spec/ha.md; Apache's MessageStoreConfig keys, same names and defaults).
+    # pyrmq's own: the address the HA port binds; default brokerIP1 (Apache binds every interface).
+    ha_listen_address: str = ""
+    ha_master_address: str = ""      # a slave's fixed master HA address; default: learnt from the NameServer
+    ha_send_heartbeat_interval: int = 5000
+    ha_housekeeping_interval: int = 20_000
+    ha_transfer_batch_size: int = 32 * 1024
+    ha_slave_fallbehind_max: int = 256 * 1024 * 1024
+    slave_timeout: int = 3000        # how long a SYNC_MASTER send waits for a slave's acknowledgement (ms)
 
     def __post_init__(self) -> None:
         if not self.broker_ip2:
             self.broker_ip2 = self.broker_ip1
-        if not self.ha_listen_port:
+        if not self.ha_listen_port and self.listen_port:   # listenPort 0 (any free port): the same for HA
             self.ha_listen_port = self.listen_port + 1
+        if not self.ha_listen_address:
+            self.ha_listen_address = self.broker_ip1
 
     @property
     def broker_addr(self) -> str:
@@ -229,8 +241,18 @@ def _validate(broker: BrokerConfig, store: MessageStoreConfig) -> None:
     if not all(h.isdigit() and int(h) < 24 for h in hours):
         raise ConfigError(f"broker.conf: deleteWhen={store.delete_when!r} must be hours of the day (0-23) "
                           "separated by ';'")
-    if broker.broker_role is not BrokerRole.SLAVE and broker.broker_id != 0:
-        raise ConfigError("broker.conf: a master must have brokerId=0")
+    if broker.broker_role is BrokerRole.SLAVE:
+        if broker.broker_id <= 0:   # Apache's BrokerStartup exits with the same words
+            raise ConfigError("broker.conf: Slave's brokerId must be > 0")
+    elif broker.broker_id != 0:     # Apache sets a master's brokerId to 0 whatever the file says
+        log.warning("broker.conf: brokerId=%d ignored, a master's brokerId is 0", broker.broker_id)
+        broker.broker_id = 0
+    for key in ("haSendHeartbeatInterval", "haHousekeepingInterval", "haTransferBatchSize", "haSlaveFallbehindMax",
+                "slaveTimeout"):
+        if getattr(broker, _snake(key)) <= 0:
+            raise ConfigError(f"broker.conf: {key} must be positive")
+    if broker.ha_transfer_batch_size > MAX_TRANSFER_BODY:
+        raise ConfigError(f"broker.conf: haTransferBatchSize is at most {MAX_TRANSFER_BODY} (a slave's receive buffer)")
     try:
         parse_delay_levels(broker.message_delay_level)
     except ValueError as exc:

@@ -29,6 +29,9 @@ from pyrmq.broker.send_processor import SendMessageProcessor
 from pyrmq.broker.store_clean_task import StoreCleanTask
 from pyrmq.broker.topic_config import TopicConfigManager
 from pyrmq.codec.codes import RequestCode
+from pyrmq.ha.config import HAConfig
+from pyrmq.ha.master_service import HAService
+from pyrmq.ha.slave_client import HAClient
 from pyrmq.common.guard import ServiceGuard
 from pyrmq.common.persister import ConfigPersister
 from pyrmq.remoting.channel import Channel
@@ -86,10 +89,21 @@ class BrokerController:
         for config_file in (self.topic_config_manager, self.subscription_group_manager,
                             self.consumer_offset_manager, self.schedule_service.offsets):
             config_file.persister = self.config_persister
+        # Replication: a master serves slaves on the HA port, a slave copies its master.
+        ha_config = HAConfig(
+            listen_address=self.config.ha_listen_address, listen_port=self.config.ha_listen_port,
+            send_heartbeat_interval=self.config.ha_send_heartbeat_interval,
+            housekeeping_interval=self.config.ha_housekeeping_interval,
+            transfer_batch_size=self.config.ha_transfer_batch_size,
+            slave_fallbehind_max=self.config.ha_slave_fallbehind_max)
+        self.ha_service = None if self.is_slave else HAService(self.store, ha_config)
+        self.ha_client = HAClient(self.store, ha_config, self.config.ha_master_address) if self.is_slave else None
+        if self.ha_service is not None:
+            self.store.add_dispatcher(self.ha_service)   # new records wake the transfer loops
         self.send_processor = SendMessageProcessor(
             config=self.config, store=self.store, topics=self.topic_config_manager,
             groups=self.subscription_group_manager, flush_service=self.flush_service, stats=self.stats,
-            max_delay_level=self.schedule_service.max_level)
+            max_delay_level=self.schedule_service.max_level, replicas=self.ha_service)
         self.pull_processor = PullMessageProcessor(
             config=self.config, store=self.store, topics=self.topic_config_manager,
             groups=self.subscription_group_manager, consumers=self.consumer_manager,
@@ -196,6 +210,10 @@ class BrokerController:
         try:
             async with RemotingClient(ssl_context=self.client_ssl_context) as client:
                 async with trio.open_nursery() as nursery:
+                    if self.ha_service is not None:
+                        await nursery.start(self.ha_service.serve)
+                    if self.ha_client is not None:
+                        nursery.start_soon(self.ha_client.run)
                     await nursery.start(self.server.serve)
                     if self.fast_server is not None:
                         await nursery.start(self.fast_server.serve)

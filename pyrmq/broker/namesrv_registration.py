@@ -39,7 +39,13 @@ class NamesrvRegistration:
         config = self.ctl.config
         return {"brokerAddr": config.broker_addr, "brokerId": str(config.broker_id),
                 "brokerName": config.broker_name, "clusterName": config.broker_cluster_name,
-                "haServerAddr": f"{config.broker_ip2}:{config.ha_listen_port}", "compressed": "false"}
+                "haServerAddr": f"{config.broker_ip2}:{self.ha_port}", "compressed": "false"}
+
+    @property
+    def ha_port(self) -> int:
+        """The HA port as bound (haListenPort 0 with listenPort 0 takes any free port)."""
+        ha_service = getattr(self.ctl, "ha_service", None)
+        return ha_service.port if ha_service is not None else self.ctl.config.ha_listen_port
 
     def _body(self) -> bytes:
         topics = self.ctl.topic_config_manager
@@ -64,8 +70,14 @@ class NamesrvRegistration:
                 log.warning("NameServer %s refused registration: %s %s", addr, response.code, response.remark)
                 return
             self.registrations += 1
-            if response.ext_fields and response.ext_fields.get("masterAddr"):
-                self.master_addr = response.ext_fields["masterAddr"]
+            # A slave learns its master here (Apache: the config sync's masterAddr and, unless
+            # haMasterAddress is set, the HA client's haServerAddr).
+            ext = response.ext_fields or {}
+            if self.ctl.is_slave:
+                self.master_addr = ext.get("masterAddr") or None
+            ha_client = getattr(self.ctl, "ha_client", None)
+            if ha_client is not None:
+                ha_client.update_master_address(ext.get("haServerAddr"))
 
         async with trio.open_nursery() as nursery:
             for addr in self.ctl.config.namesrv_addrs:

@@ -10,6 +10,8 @@ import logging
 import random
 from typing import TYPE_CHECKING
 
+import trio
+
 from pyrmq.broker.config import BrokerRole
 from pyrmq.broker.offsets_and_groups import required_group
 from pyrmq.broker.schedule_service import redirect_to_schedule
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
     from pyrmq.broker.flush_service import FlushService
     from pyrmq.broker.offsets_and_groups import SubscriptionGroupManager
     from pyrmq.broker.topic_config import TopicConfigManager
+    from pyrmq.ha.master_service import HAService
     from pyrmq.store.message_store import DefaultMessageStore
 
 log = logging.getLogger(__name__)
@@ -57,6 +60,8 @@ log = logging.getLogger(__name__)
 FAQ_URL = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 # Only plain and committed messages are delayed; half messages are not.
 _DELAYABLE = (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE)
+# replica_offset of a SYNC_MASTER send that found no slave in a state to take it
+_SLAVE_NOT_AVAILABLE = -1
 # Request versions from V3_4_9 on carry maxReconsumeTimes on send-back.
 V3_4_9 = 121
 DLQ_NUMS_PER_GROUP = 1
@@ -139,12 +144,15 @@ class SendMessageProcessor:
 
     def __init__(self, *, config: BrokerConfig, store: DefaultMessageStore, topics: TopicConfigManager,
                  groups: SubscriptionGroupManager, flush_service: FlushService, stats: BrokerStats,
-                 max_delay_level: int) -> None:
+                 max_delay_level: int, replicas: HAService | None = None) -> None:
         self.config = config
         self.store = store
         self.topics = topics
         self.groups = groups
         self.flush_service = flush_service
+        # SYNC_MASTER: sends wait for a slave's acknowledgement (None on other roles)
+        self.replicas = replicas if config.broker_role is BrokerRole.SYNC_MASTER else None
+        self.slave_timeout_s = config.slave_timeout / 1000
         self.stats = stats
         self.max_delay_level = max_delay_level
         self.store_host = (config.broker_ip1, config.listen_port)
@@ -279,23 +287,47 @@ class SendMessageProcessor:
         ext = {"msgId": append.msg_id, "queueId": str(queue_id), "queueOffset": str(append.logics_offset),
                **self._response_fields}
         self.stats.put_count += append.msg_num
+        next_offset = append.wrote_offset + append.wrote_bytes
         sync = self.sync_flush and wait_store
-        if not (sync or topic_unwritten):
+        replica_offset: int | None = None
+        if self.replicas is not None and wait_store:
+            # Decided at append time, as Apache's submitReplicaRequest: no slave, or one too far
+            # behind, is SLAVE_NOT_AVAILABLE at once (the message is stored all the same).
+            if not self.replicas.is_slave_ok(next_offset):
+                if not (sync or topic_unwritten):
+                    return request.response(ResponseCode.SLAVE_NOT_AVAILABLE, ext_fields=ext)
+                replica_offset = _SLAVE_NOT_AVAILABLE
+            else:
+                replica_offset = next_offset
+        if not (sync or topic_unwritten or replica_offset is not None):
             return request.response(ResponseCode.SUCCESS, ext_fields=ext)
 
         # SYNC_FLUSH: SEND_OK only once the record is on disk (group commit, off the event loop);
-        # the channel awaits the answer without holding up its reader.
-        return self._answer_when_durable(request, ext, append.wrote_offset + append.wrote_bytes if sync else None,
+        # SYNC_MASTER: only once a slave has it. The channel awaits the answer without holding up
+        # its reader.
+        return self._answer_when_durable(request, ext, next_offset if sync else None, replica_offset,
                                          topic_unwritten)
 
-    async def _answer_when_durable(self, request: RemotingCommand, ext: dict[str, str], next_offset: int | None,
-                                   topic_unwritten: bool) -> RemotingCommand:
+    async def _answer_when_durable(self, request: RemotingCommand, ext: dict[str, str], flush_offset: int | None,
+                                   replica_offset: int | None, topic_unwritten: bool) -> RemotingCommand:
+        # The flush and the slave are awaited as if in parallel (as Apache combines the two
+        # futures): the slave's deadline counts from the append.
+        replica_deadline = trio.current_time() + self.slave_timeout_s
         # A topic auto-created by this send is written to topics.json first (Apache persists it
         # before answering): after a crash that forgot it, the message would have no route.
         if topic_unwritten and not await self.topics.wait_written():
             return request.response(ResponseCode.SYSTEM_ERROR, "persisting topics.json failed, see the server log")
-        flushed = next_offset is None or await self.flush_service.wait_flushed(next_offset)
-        return request.response(ResponseCode.SUCCESS if flushed else ResponseCode.FLUSH_DISK_TIMEOUT, ext_fields=ext)
+        code = ResponseCode.SUCCESS
+        if flush_offset is not None and not await self.flush_service.wait_flushed(flush_offset):
+            code = ResponseCode.FLUSH_DISK_TIMEOUT
+        # a failed replica status overrides a failed flush status, as in Apache
+        if replica_offset == _SLAVE_NOT_AVAILABLE:
+            code = ResponseCode.SLAVE_NOT_AVAILABLE
+        elif replica_offset is not None and self.replicas is not None:
+            timeout = max(0.0, replica_deadline - trio.current_time())
+            if not await self.replicas.wait_replicated(replica_offset, timeout):
+                code = ResponseCode.FLUSH_SLAVE_TIMEOUT
+        return request.response(code, ext_fields=ext)
 
     def consumer_send_msg_back(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | Deferred:
         """CONSUMER_SEND_MSG_BACK (36): a message the consumer failed goes to %RETRY%<group> with a
@@ -352,5 +384,5 @@ class SendMessageProcessor:
         if result.status is not PutMessageStatus.PUT_OK:
             return request.response(ResponseCode.SYSTEM_ERROR, result.status.name)
         if self.topics.created_unwritten(topic):   # the %RETRY% / %DLQ% topic this call created
-            return self._answer_when_durable(request, {}, None, True)
+            return self._answer_when_durable(request, {}, None, None, True)
         return request.response(ResponseCode.SUCCESS)

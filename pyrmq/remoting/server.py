@@ -8,7 +8,6 @@ plugs in through ``wrap_listener`` without the channel knowing.
 
 from __future__ import annotations
 
-import errno
 import logging
 from typing import Callable, Final
 
@@ -16,14 +15,10 @@ import trio
 
 from pyrmq.codec.remoting import MAX_FRAME_BYTES
 from pyrmq.remoting.channel import DEFAULT_WRITE_TIMEOUT_S, Channel, Dispatcher
-from pyrmq.remoting.transport import PeerStream, open_tcp_listeners
+from pyrmq.remoting.transport import PeerStream, accept_loop, open_tcp_listeners
 
 log = logging.getLogger(__name__)
 
-# Out of descriptors, buffers or memory: the condition passes when connections close, so accept
-# again after a pause instead of failing the server (trio's serve_listeners does the same).
-ACCEPT_CAPACITY_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
-ACCEPT_CAPACITY_PAUSE_S: Final = 0.1
 # Apache's serverChannelMaxIdleTimeSeconds: clients heartbeat every 30 s, so 120 s of silence
 # means the peer is gone or is not a RocketMQ client.
 DEFAULT_IDLE_TIMEOUT_S: Final = 120.0
@@ -77,22 +72,10 @@ class RemotingServer:
                     with self._accept_scope:
                         async with trio.open_nursery() as acceptors:
                             for listener in listeners:
-                                acceptors.start_soon(self._accept_loop, listener, handlers)
+                                acceptors.start_soon(accept_loop, listener, handlers, self._handle, self.name)
                 finally:
                     for listener in listeners:
                         await trio.aclose_forcefully(listener)
-
-    async def _accept_loop(self, listener: Listener, nursery: trio.Nursery) -> None:
-        while True:
-            try:
-                peer = await listener.accept()
-            except OSError as exc:
-                if exc.errno not in ACCEPT_CAPACITY_ERRNOS:
-                    raise
-                log.error("%s accept failed, retrying in %g s: %s", self.name, ACCEPT_CAPACITY_PAUSE_S, exc)
-                await trio.sleep(ACCEPT_CAPACITY_PAUSE_S)
-                continue
-            nursery.start_soon(self._handle, peer)
 
     async def _handle(self, peer: PeerStream) -> None:
         try:

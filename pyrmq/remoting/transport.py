@@ -13,11 +13,12 @@ gets them joined into one ``send_all``.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import socket
-from collections.abc import Sequence
-from typing import Final
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Final
 
 import trio
 
@@ -28,8 +29,13 @@ IOV_MAX: Final = os.sysconf("SC_IOV_MAX") if "SC_IOV_MAX" in getattr(os, "syscon
 
 Buffer = bytes | bytearray | memoryview
 
+# Out of descriptors, buffers or memory: the condition passes when connections close, so accept
+# again after a pause instead of failing the server (trio's serve_listeners does the same).
+ACCEPT_CAPACITY_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+ACCEPT_CAPACITY_PAUSE_S: Final = 0.1
 
-def format_addr(sockname: tuple) -> str:
+
+def format_addr(sockname: tuple[Any, ...]) -> str:
     """``host:port`` as RocketMQ writes it; IPv6 hosts in brackets."""
     host, port = sockname[0], sockname[1]
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -129,3 +135,19 @@ async def open_tcp_peer_stream(host: str, port: int, remote_addr: str | None = N
     except OSError:
         await trio.aclose_forcefully(stream)
         raise
+
+
+async def accept_loop(listener: trio.abc.Listener[PeerStream], nursery: trio.Nursery,
+                      handle: Callable[[PeerStream], Awaitable[None]], name: str) -> None:
+    """Accept connections forever, each handled by ``handle`` in ``nursery``.  Running out of
+    descriptors or memory is logged and waited out; any other accept failure ends the loop."""
+    while True:
+        try:
+            peer = await listener.accept()
+        except OSError as exc:
+            if exc.errno not in ACCEPT_CAPACITY_ERRNOS:
+                raise
+            log.error("%s accept failed, retrying in %g s: %s", name, ACCEPT_CAPACITY_PAUSE_S, exc)
+            await trio.sleep(ACCEPT_CAPACITY_PAUSE_S)
+            continue
+        nursery.start_soon(handle, peer)

@@ -4,7 +4,7 @@ what it accepted (see oracle.py for the property).
 Every ``reencode`` encodes the decoded value the way pyrmq would send or store it and decodes
 that again: the second decode must give the same value (after the first one normalised it), so a
 decoder cannot accept what its encoder cannot write back.  The store's recovery target lives in
-store_target.py.  HA frames have no target: pyrmq has no HA port yet (issue 8).
+store_target.py.
 """
 
 from __future__ import annotations
@@ -44,6 +44,8 @@ from pyrmq.codec.remoting import (
     encode_json_header,
     encode_rocketmq_header,
 )
+from pyrmq.codec.ha_frames import SLAVE_REPORT, TRANSFER_HEADER
+from pyrmq.ha.protocol import NEED_DATA, MasterSession, SlaveSession, Transfer
 from tests.fuzz import mutate, seeds
 from tests.fuzz.oracle import Target, expect, expect_equal
 
@@ -424,9 +426,73 @@ class CommitLogWalkTarget(BaseTarget):
         return [head, head[:one], head[one:one * 3], seeds.frame("broker_pull_found_json").body]
 
 
+def _slave_events(data: bytes, expected: int, chunk: int | None) -> tuple[list[Any], ProtocolError | None]:
+    session = SlaveSession(expected)
+    events: list[Any] = []
+    pieces = [data] if chunk is None else [data[i:i + chunk] for i in range(0, len(data), chunk)]
+    try:
+        for piece in pieces:
+            session.receive_data(piece)
+            while (event := session.next_event()) is not NEED_DATA:
+                events.append(event)
+            expect(session.buffered <= TRANSFER_HEADER.size + len(data), "slave buffers more than it received")
+    except ProtocolError as exc:
+        return events, exc
+    return events, None
+
+
+class HAFramesTarget(BaseTarget):
+    """The HA port's two directions: the first byte picks the side and the slave's end.  Master
+    side: the bytes as a slave's reports; slave side: the bytes as a master's transfers, fed whole
+    and 3 bytes at a time (they must agree), the transfers re-framed and decoded again."""
+
+    name = "ha_frames"
+    max_len = 4096
+    MASTER_MAX_OFFSET = 1 << 20
+
+    def decode(self, data: bytes) -> Any:
+        if not data:
+            return ("none",)
+        side, rest = data[0], data[1:]
+        if side % 2 == 0:
+            session = MasterSession(64 * 1024)
+            acks = []
+            try:
+                for i in range(0, len(rest), 5):
+                    ack = session.receive_data(rest[i:i + 5], self.MASTER_MAX_OFFSET)
+                    if ack is not None:
+                        expect(0 <= ack <= self.MASTER_MAX_OFFSET, f"ack {ack} out of range")
+                        acks.append(ack)
+            except ProtocolError:
+                pass
+            expect(len(session._pending) < SLAVE_REPORT.size, "master holds a whole report unread")
+            return ("master", acks)
+        expected = (side // 2) * 64   # 0 (an empty slave) or some end
+        whole = _slave_events(rest, expected, None)
+        pieces = _slave_events(rest, expected, 3)
+        expect_equal(whole[0], pieces[0], "whole and piecewise events differ")
+        expect((whole[1] is None) == (pieces[1] is None), "whole and piecewise errors differ")
+        return ("slave", expected, whole[0])
+
+    def reencode(self, value: Any) -> None:
+        if value[0] != "slave":
+            return
+        _, expected, events = value
+        data = b"".join(TRANSFER_HEADER.pack(e.phy_offset, len(e.body) if isinstance(e, Transfer) else 0)
+                        + (e.body if isinstance(e, Transfer) else b"") for e in events)
+        again, error = _slave_events(data, expected, None)
+        expect(error is None, f"re-framed transfers refused: {error}")
+        expect_equal(again, events, "re-framed transfers decode differently")
+
+    def seeds(self) -> list[bytes]:
+        transfers = TRANSFER_HEADER.pack(0, 5) + b"hello" + TRANSFER_HEADER.pack(5, 0) + TRANSFER_HEADER.pack(5, 2) + b"ok"
+        return [b"\x00" + SLAVE_REPORT.pack(0) + SLAVE_REPORT.pack(4096), b"\x01" + transfers,
+                b"\x03" + TRANSFER_HEADER.pack(64, 3) + b"abc"]
+
+
 CODEC_TARGETS: tuple[Target, ...] = (
     FrameTarget(), JsonHeaderTarget(), RocketMQHeaderTarget(), MessageTarget(), BatchTarget(),
-    PropertiesTarget(), OffsetMsgIdTarget(), FastjsonTarget(), AdminBodyTarget(), CommitLogWalkTarget(),
+    PropertiesTarget(), OffsetMsgIdTarget(), FastjsonTarget(), AdminBodyTarget(), CommitLogWalkTarget(), HAFramesTarget(),
 )
 
 

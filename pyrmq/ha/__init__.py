@@ -1,0 +1,1 @@
+"""Classic RocketMQ master -> slave replication on the HA port (spec/ha.md)."""
