@@ -207,3 +207,46 @@ async def test_a_slave_ahead_of_its_master_is_disconnected(pair, caplog):
                 await trio.sleep(0.05)
         assert master.ha_service.connection_count == 0
         assert master.ha_service.push2slave_max_offset == 0
+
+
+async def test_the_ha_port_drops_a_peer_that_is_not_a_slave(pair, caplog):
+    master = await pair.start_master()
+    async with RemotingClient() as client:
+        await send(client, master.config.broker_addr, "HostileTopic", b"before")
+        with trio.fail_after(10):
+            stream = await trio.open_tcp_stream("127.0.0.1", master.ha_service.port)
+            await stream.send_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert await stream.receive_some(100) == b""    # closed, nothing served
+            await stream.aclose()
+        assert "ahead of this master" in caplog.text
+        assert master.ha_service.connection_count == 0
+        # a report cut short is held, never served, and the connection is the only casualty
+        with trio.fail_after(10):
+            stream = await trio.open_tcp_stream("127.0.0.1", master.ha_service.port)
+            await stream.send_all(b"\x00\x00\x00")
+            await trio.sleep(0.2)
+            assert master.ha_service.connection_count == 1
+            await stream.aclose()
+        response = await send(client, master.config.broker_addr, "HostileTopic", b"after")
+        assert response.code == ResponseCode.SUCCESS
+
+
+async def test_a_slave_drops_a_master_that_sends_garbage_and_reconnects(pair, nursery, caplog):
+    connections = []
+
+    async def fake_master(stream):
+        connections.append(stream)
+        assert len(await stream.receive_some(8)) == 8          # the slave's report
+        await stream.send_all(b"\x00" * 8 + b"\x7f\xff\xff\xff")  # a transfer of 2 GiB
+        with trio.move_on_after(5):
+            assert await stream.receive_some(100) == b""      # the slave hangs up
+
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    port = listeners[0].socket.getsockname()[1]
+    nursery.start_soon(trio.serve_listeners, fake_master, listeners)
+    slave = await pair.start_slave(haMasterAddress=f"127.0.0.1:{port}")
+    with trio.fail_after(10):
+        while len(connections) < 2:      # dropped, then back after a second
+            await trio.sleep(0.05)
+    assert "outside 0..4194304" in caplog.text
+    assert slave.store.get_max_phy_offset() == 0
