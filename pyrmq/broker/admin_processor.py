@@ -2,14 +2,16 @@
 SEARCH_OFFSET_BY_TIMESTAMP (29), GET_EARLIEST_MSG_STORETIME (32), VIEW_MESSAGE_BY_ID (33),
 QUERY_MESSAGE (12),
 UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG (21),
-GET_BROKER_CONFIG (26), GET_BROKER_RUNTIME_INFO (28), GET_TOPIC_STATS_INFO (202)."""
+GET_BROKER_CONFIG (26), GET_BROKER_RUNTIME_INFO (28), GET_TOPIC_STATS_INFO (202).
+A slave refuses the topic writes as Apache's validateSlave does."""
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from pyrmq.broker.config import BrokerRole, as_properties
+from pyrmq.broker.group_admin_processor import master_only
 from pyrmq.broker.topic_config import TopicConfig, is_system_topic, validate_topic
 from pyrmq.codec import fastjson
 from pyrmq.codec.admin_bodies import KVTable, MessageQueue, TopicOffset, TopicStatsTable
@@ -31,13 +33,14 @@ if TYPE_CHECKING:
 
 UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"  # Java MixAll.UNIQUE_MSG_QUERY_FLAG
 QUERY_NOT_FOUND_REMARK = "can not find message, maybe time range not correct"
-SLAVE_REMARK = "Can't modify topic or subscription group from slave broker, please execute it from master broker."
 
 
 def register_admin_processors(table: ProcessorTable, *, loaded_config: LoadedConfig, store: DefaultMessageStore,
                               topics: TopicConfigManager, offsets: ConsumerOffsetManager,
-                              persister: ConfigPersister, stats: BrokerStats, boot_timestamp_ms: int) -> None:
-    """Register the offset-query and topic-administration processors over the services they use."""
+                              persister: ConfigPersister, stats: BrokerStats, boot_timestamp_ms: int,
+                              extra_runtime_info: Callable[[], dict[str, str]] = dict) -> None:
+    """Register the offset-query and topic-administration processors over the services they use;
+    ``extra_runtime_info`` adds keys to GET_BROKER_RUNTIME_INFO (the replication figures)."""
     broker = loaded_config.broker
     is_slave = broker.broker_role is BrokerRole.SLAVE
 
@@ -87,8 +90,6 @@ def register_admin_processors(table: ProcessorTable, *, loaded_config: LoadedCon
                                 body=b"".join(result.buffers))
 
     def update_and_create_topic(channel: Channel, request: RemotingCommand) -> RemotingCommand | Deferred:
-        if is_slave:
-            return request.response(ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
         topic = required_str(request, "topic")
         remark = validate_topic(topic)
         if remark is not None:
@@ -106,8 +107,6 @@ def register_admin_processors(table: ProcessorTable, *, loaded_config: LoadedCon
         return persister.answer_when_written(request, topics.path.name)
 
     def delete_topic(channel: Channel, request: RemotingCommand) -> RemotingCommand | Deferred:
-        if is_slave:
-            return request.response(ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
         topic = required_str(request, "topic")
         if is_system_topic(topic):
             return request.response(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
@@ -153,7 +152,10 @@ def register_admin_processors(table: ProcessorTable, *, loaded_config: LoadedCon
                   "pageCacheLockTimeMills": "0", "earliestMessageTimeStamp": "0",
                   # the clean service's last readings (every cleanResourceInterval), not a statvfs here
                   "commitLogDiskRatio": str(store.clean_service.disk_ratios.commit_log),
-                  "consumeQueueDiskRatio": str(store.clean_service.disk_ratios.consume_queue)}
+                  "consumeQueueDiskRatio": str(store.clean_service.disk_ratios.consume_queue),
+                  # a slave's dispatch of replicated bytes into its queues lags by this much
+                  "dispatchBehindBytes": str(store.reput.behind())}
+        table_.update(extra_runtime_info())
         return request.response(ResponseCode.SUCCESS, body=KVTable(table_).encode())
 
     table.register(RequestCode.GET_MAX_OFFSET, queue_offset_query(store.get_max_offset_in_queue, "offset"))
@@ -163,8 +165,8 @@ def register_admin_processors(table: ProcessorTable, *, loaded_config: LoadedCon
     table.register(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, search_offset)
     table.register(RequestCode.VIEW_MESSAGE_BY_ID, view_message_by_id)
     table.register(RequestCode.QUERY_MESSAGE, query_message)
-    table.register(RequestCode.UPDATE_AND_CREATE_TOPIC, update_and_create_topic)
-    table.register(RequestCode.DELETE_TOPIC_IN_BROKER, delete_topic)
+    table.register(RequestCode.UPDATE_AND_CREATE_TOPIC, master_only(is_slave, update_and_create_topic))
+    table.register(RequestCode.DELETE_TOPIC_IN_BROKER, master_only(is_slave, delete_topic))
     table.register(RequestCode.GET_ALL_TOPIC_CONFIG, all_topic_config)
     table.register(RequestCode.GET_TOPIC_STATS_INFO, topic_stats)
     table.register(RequestCode.GET_BROKER_CONFIG, broker_config)

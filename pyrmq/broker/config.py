@@ -96,6 +96,9 @@ class BrokerConfig:
     ha_transfer_batch_size: int = 32 * 1024
     ha_slave_fallbehind_max: int = 256 * 1024 * 1024
     slave_timeout: int = 3000        # how long a SYNC_MASTER send waits for a slave's acknowledgement (ms)
+    # Reads from slaves (Apache's key): a pull answer suggests the group's whichBrokerWhenConsumeSlowly
+    # when the data pulled is no longer in memory, else the group's brokerId; false: always the master.
+    slave_read_enable: bool = False
 
     def __post_init__(self) -> None:
         if not self.broker_ip2:

@@ -20,12 +20,15 @@ from pyrmq.broker.client_processor import register_client_processors
 from pyrmq.broker.config import BrokerRole, ConfigError, LoadedConfig
 from pyrmq.broker.consumer_admin_processor import register_consumer_admin_processors
 from pyrmq.broker.flush_service import FlushService
+from pyrmq.broker.group_admin_processor import register_group_admin_processors
+from pyrmq.broker.ha_runtime_info import ha_runtime_info
 from pyrmq.broker.namesrv_registration import NamesrvRegistration
 from pyrmq.broker.offsets_and_groups import ConsumerOffsetManager, SubscriptionGroupManager
 from pyrmq.broker.pull_processor import PullMessageProcessor
 from pyrmq.broker.rebalance_lock import RebalanceLockManager
 from pyrmq.broker.schedule_service import ScheduleMessageService, parse_delay_levels
 from pyrmq.broker.send_processor import SendMessageProcessor
+from pyrmq.broker.slave_sync import SlaveSynchronize
 from pyrmq.broker.store_clean_task import StoreCleanTask
 from pyrmq.broker.topic_config import TopicConfigManager
 from pyrmq.codec.codes import RequestCode
@@ -84,6 +87,8 @@ class BrokerController:
                                                lambda: self.schedule_service.offset_table)
         self.registration = NamesrvRegistration(self)
         self.schedule_service = ScheduleMessageService(self, parse_delay_levels(self.config.message_delay_level))
+        # a slave copies topics, groups and offsets from its master (run only on a SLAVE)
+        self.slave_sync = SlaveSynchronize(self)
         # config JSON files are written from worker threads, many changes to one write
         self.config_persister = ConfigPersister()
         for config_file in (self.topic_config_manager, self.subscription_group_manager,
@@ -161,7 +166,11 @@ class BrokerController:
         register_admin_processors(
             table, loaded_config=self.loaded_config, store=self.store, topics=self.topic_config_manager,
             offsets=self.consumer_offset_manager, persister=self.config_persister, stats=self.stats,
-            boot_timestamp_ms=self.boot_timestamp_ms)
+            boot_timestamp_ms=self.boot_timestamp_ms, extra_runtime_info=lambda: ha_runtime_info(self))
+        register_group_admin_processors(
+            table, is_slave=self.is_slave, groups=self.subscription_group_manager,
+            offsets=self.consumer_offset_manager, delay_offsets=self.schedule_service.offsets,
+            persister=self.config_persister)
         register_consumer_admin_processors(
             table, broker_name=self.config.broker_name, store=self.store, topics=self.topic_config_manager,
             offsets=self.consumer_offset_manager, consumers=self.consumer_manager)
@@ -229,6 +238,8 @@ class BrokerController:
                         nursery.start_soon(self.schedule_service.run)
                     if self.config.namesrv_addrs:
                         await nursery.start(self.registration.run, client)
+                    if self.is_slave:
+                        nursery.start_soon(self.slave_sync.run, client)
                     log.info("broker %s (%s) ready: %s", self.config.broker_name, self.config.broker_cluster_name,
                              self.config.broker_addr)
                     task_status.started(self.server.port)

@@ -72,6 +72,12 @@ class ConsumerOffsetManager(OffsetTableFile):
             return -1
         return queues.get(queue_id, -1)
 
+    def remove_group(self, group: str) -> None:
+        """Forget every offset of ``group`` (DELETE_SUBSCRIPTIONGROUP with removeOffset)."""
+        for key in [k for k in self.offset_table if k.rpartition(TOPIC_GROUP_SEPARATOR)[2] == group]:
+            del self.offset_table[key]
+            self.dirty = True
+
     def remove_topic(self, topic: str) -> None:
         prefix = topic + TOPIC_GROUP_SEPARATOR
         for key in [k for k in self.offset_table if k.startswith(prefix)]:

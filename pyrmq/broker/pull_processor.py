@@ -32,7 +32,7 @@ from pyrmq.store.message_store import GetMessageStatus
 
 if TYPE_CHECKING:
     from pyrmq.broker.client_manager import ConsumerManager
-    from pyrmq.broker.offsets_and_groups import ConsumerOffsetManager, SubscriptionGroupManager
+    from pyrmq.broker.offsets_and_groups import ConsumerOffsetManager, SubscriptionGroupConfig, SubscriptionGroupManager
     from pyrmq.broker.controller import BrokerStats
     from pyrmq.broker.topic_config import TopicConfigManager
     from pyrmq.store.message_store import DefaultMessageStore
@@ -62,6 +62,16 @@ _STATUS_CODES = {
 
 def _int32(value: int) -> int:
     return ((value + 0x80000000) & 0xFFFFFFFF) - 0x80000000
+
+
+def suggest_which_broker_id(slave_read_enable: bool, in_disk: bool, group: SubscriptionGroupConfig) -> int:
+    """The broker id a pull answer sends the consumer to next (Apache's suggestWhichBrokerId):
+    the master unless ``slaveReadEnable``; then the group's ``whichBrokerWhenConsumeSlowly`` when
+    the data pulled is no longer in memory (``accessMessageInMemoryMaxRatio``), else its ``brokerId``.
+    """
+    if not slave_read_enable:
+        return MASTER_ID
+    return group.which_broker_when_consume_slowly if in_disk else group.broker_id
 
 
 class TagMessageFilter:
@@ -210,6 +220,7 @@ class PullMessageProcessor:
         self.consumers = consumers
         self.offsets = offsets
         self.stats = stats
+        self.is_slave = config.broker_role is BrokerRole.SLAVE
         self.hold_service = PullRequestHoldService(self)
 
     def process(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
@@ -281,10 +292,16 @@ class PullMessageProcessor:
             code = ResponseCode.PULL_OFFSET_MOVED if queue_offset != 0 else ResponseCode.PULL_NOT_FOUND
         else:
             code = _STATUS_CODES.get(status, ResponseCode.SYSTEM_ERROR)
+        suggest = suggest_which_broker_id(config.slave_read_enable, result.suggest_pulling_from_slave, group_config)
+        if code == ResponseCode.PULL_OFFSET_MOVED and self.is_slave and not self.store.config.offset_check_in_slave:
+            # A slave's queues may only lag the master's: the consumer retries (Apache's "none
+            # correction"), pointed at the group's broker, rather than jumping its offset.
+            log.warning("PULL_OFFSET_MOVED: none correction. topic=%s, group=%s, requestOffset=%d, suggestBrokerId=%d",
+                        topic, group, queue_offset, group_config.broker_id)
+            code = ResponseCode.PULL_RETRY_IMMEDIATELY
+            suggest = group_config.broker_id
         ext = {"nextBeginOffset": str(result.next_begin_offset), "minOffset": str(result.min_offset),
-               "maxOffset": str(result.max_offset),
-               "suggestWhichBrokerId": str(group_config.which_broker_when_consume_slowly
-                                           if result.suggest_pulling_from_slave else MASTER_ID)}
+               "maxOffset": str(result.max_offset), "suggestWhichBrokerId": str(suggest)}
 
         response: RemotingCommand | None
         if code == ResponseCode.SUCCESS:
@@ -299,6 +316,6 @@ class PullMessageProcessor:
         else:
             response = request.response(code, status.name, ext)
 
-        if allow_suspend and sys_flag & FLAG_COMMIT_OFFSET and config.broker_role is not BrokerRole.SLAVE:
+        if allow_suspend and sys_flag & FLAG_COMMIT_OFFSET and not self.is_slave:
             self.offsets.commit_offset(group, topic, queue_id, commit_offset)
         return response

@@ -238,8 +238,8 @@ class SendMessageProcessor:
             return request.response(ResponseCode.NO_PERMISSION,
                                     f"the broker[{broker.broker_ip1}] sending message is forbidden")
         if self.config.broker_role is BrokerRole.SLAVE:
-            return request.response(ResponseCode.SERVICE_NOT_AVAILABLE,
-                                    "the broker is a slave; send messages to the master")
+            # Apache's slave store refuses the put: SERVICE_NOT_AVAILABLE with the put's remark
+            return self._respond(request, PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE), queue_id, False)
         remark = validate_topic(topic)
         if remark is not None:
             return request.response(ResponseCode.SYSTEM_ERROR, remark)
@@ -344,6 +344,9 @@ class SendMessageProcessor:
                                     f"the broker[{self.config.broker_ip1}] sending message is forbidden")
         if group_config.retry_queue_nums <= 0:
             return request.response(ResponseCode.SUCCESS)
+        if self.config.broker_role is BrokerRole.SLAVE:
+            # a slave's commit log holds only what its master sent: its store refuses the put
+            return self._respond(request, PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE), 0, False)
         topic = RETRY_GROUP_TOPIC_PREFIX + group
         queue_id = random.randrange(group_config.retry_queue_nums)
         topic_sys_flag = 2 if optional_bool(request, "unitMode") else 0   # TopicSysFlag FLAG_UNIT_SUB

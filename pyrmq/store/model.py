@@ -63,6 +63,9 @@ class MessageStoreConfig:
     clean_file_forcibly_enable: bool = True
     # beyond RocketMQ: never delete a commit log file some consumer group has not consumed
     delete_only_consumed: bool = False
+    # A slave answers a pull whose offset moved with PULL_RETRY_IMMEDIATELY (false, Apache's
+    # default: its queues may just lag the master's) or with PULL_OFFSET_MOVED (true).
+    offset_check_in_slave: bool = False
 
     def commit_log_dir(self) -> str:
         return self.store_path_commit_log or os.path.join(self.store_path_root_dir, "commitlog")
