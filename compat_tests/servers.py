@@ -111,12 +111,14 @@ class ProbeError(Exception):
 
 
 def remoting_call(addr: tuple[str, int], code: int, ext_fields: dict[str, str] | None = None,
-                  timeout: float = PROBE_TIMEOUT_S, ssl_context: ssl.SSLContext | None = None) -> tuple[dict, bytes]:
-    """One request with a JSON header (over TLS with ``ssl_context``); returns (response header, body)."""
+                  timeout: float = PROBE_TIMEOUT_S, ssl_context: ssl.SSLContext | None = None,
+                  body: bytes = b"") -> tuple[dict, bytes]:
+    """One request with a JSON header and ``body`` (over TLS with ``ssl_context``); returns
+    (response header, body)."""
     header = json.dumps({"code": code, "extFields": ext_fields or {}, "flag": 0, "language": "JAVA",
                          "opaque": 1, "serializeTypeCurrentRPC": "JSON",
                          "version": PROBE_CLIENT_VERSION}).encode()
-    frame = struct.pack(">II", 4 + len(header), len(header)) + header
+    frame = struct.pack(">II", 4 + len(header) + len(body), len(header)) + header + body
     with socket.create_connection(addr, timeout=timeout) as raw:
         s = ssl_context.wrap_socket(raw, server_hostname=addr[0]) if ssl_context is not None else raw
         s.settimeout(timeout)

@@ -59,6 +59,11 @@ _STATUS_CODES = {
     GetMessageStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
 }
 
+# The statuses whose next offset the store corrects -- on a master, or a slave with offsetCheckInSlave.
+_CORRECTED_STATUSES = frozenset({
+    GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE, GetMessageStatus.OFFSET_TOO_SMALL,
+    GetMessageStatus.OFFSET_OVERFLOW_ONE, GetMessageStatus.OFFSET_OVERFLOW_BADLY, GetMessageStatus.OFFSET_FOUND_NULL})
+
 
 def _int32(value: int) -> int:
     return ((value + 0x80000000) & 0xFFFFFFFF) - 0x80000000
@@ -288,6 +293,9 @@ class PullMessageProcessor:
         message_filter = TagMessageFilter(subscription)
         result = self.store.get_message(group, topic, queue_id, queue_offset, max_msg_nums, message_filter)
         status = result.status
+        if self.is_slave and status in _CORRECTED_STATUSES and not self.store.config.offset_check_in_slave:
+            # Apache's nextOffsetCorrection: a slave keeps the consumer's offset (its queue may lag)
+            result.next_begin_offset = queue_offset
         if status in (GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE):
             code = ResponseCode.PULL_OFFSET_MOVED if queue_offset != 0 else ResponseCode.PULL_NOT_FOUND
         else:

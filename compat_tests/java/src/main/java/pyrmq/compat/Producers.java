@@ -45,6 +45,10 @@ final class Producers {
         }
         m.setKeys("k-" + i);
         m.putUserProperty("seq", Integer.toString(i));
+        int delayLevel = o.integer("delay-level", 0);
+        if (delayLevel > 0) {
+            m.setDelayTimeLevel(delayLevel);
+        }
         return m;
     }
 

@@ -11,7 +11,7 @@ import org.apache.rocketmq.client.ClientConfig;
  * <pre>
  * java -cp ... pyrmq.compat.ScenarioRunner SCENARIO --namesrv 127.0.0.1:9876 --topic T ...
  *
- * produce       --mode sync|async|oneway|batch --count N [--tags A,B,C] [--batch-size K]
+ * produce       --mode sync|async|oneway|batch --count N [--tags A,B,C] [--batch-size K] [--delay-level L]
  *               [--interval-ms 0] [--stop-after-failures F] [--retries 2]
  * consume       push consumer(s): --group G --count N [--consumers K] [--tag-expr '*']
  *               [--wait-balanced 0|1] [--produce M] [--idle-ms 1000] [--timeout-ms 30000]
