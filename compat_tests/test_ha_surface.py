@@ -175,12 +175,17 @@ def slave_spec(cluster, name: str, namesrv: str, broker_id: int) -> BrokerSpec:
                       extra={"brokerId": str(broker_id), "brokerRole": "SLAVE"})
 
 
-def test_pyrmq_slave_beside_apache_slave_of_apache_master(cluster, client4):
+def start_master(cluster, kind: str):
+    """A NameServer and a master of ``kind`` that sends consumers to its slave (id 1)."""
     name, tag = "broker-ha", uuid.uuid4().hex[:8]
-    topic, group = f"HA_T_{tag}", f"HA_G_{tag}"
-    namesrv = cluster.namesrv("apache")
-    master = cluster.broker("apache", BrokerSpec(name=name, store_dir=cluster.root / "store-master",
-                                                 namesrv_addr=namesrv.addr, extra=MASTER_READS))
+    namesrv = cluster.namesrv(kind)
+    master = cluster.broker(kind, BrokerSpec(name=name, store_dir=cluster.root / "store-master",
+                                             namesrv_addr=namesrv.addr, extra=MASTER_READS))
+    return name, f"HA_T_{tag}", f"HA_G_{tag}", namesrv, master
+
+
+def test_pyrmq_slave_beside_apache_slave_of_apache_master(cluster, client4):
+    name, topic, group, namesrv, master = start_master(cluster, "apache")
     apache_slave = cluster.broker("apache", slave_spec(cluster, name, namesrv.addr, 1))
     pyrmq_slave = cluster.broker("pyrmq", slave_spec(cluster, name, namesrv.addr, 2))
     assert broker_addrs(namesrv.port, name) == {"0": master.addr, "1": apache_slave.addr, "2": pyrmq_slave.addr}
@@ -218,11 +223,7 @@ def assert_copied_except_delay(slave: str, copied: dict) -> bool:
 
 
 def test_pyrmq_slave_of_pyrmq_master(cluster, client4):
-    name, tag = "broker-ha", uuid.uuid4().hex[:8]
-    topic, group = f"HA_T_{tag}", f"HA_G_{tag}"
-    namesrv = cluster.namesrv("pyrmq")
-    master = cluster.broker("pyrmq", BrokerSpec(name=name, store_dir=cluster.root / "store-master",
-                                                namesrv_addr=namesrv.addr, extra=MASTER_READS))
+    name, topic, group, namesrv, master = start_master(cluster, "pyrmq")
     slave = cluster.broker("pyrmq", slave_spec(cluster, name, namesrv.addr, 1))
     assert broker_addrs(namesrv.port, name) == {"0": master.addr, "1": slave.addr}
 
