@@ -11,12 +11,11 @@ official Java client 4.9.8:
   sends with the same code and remark, answers a pull whose offset moved the same way, and
   holds the same copied tables; the NameServer lists the master and both slaves by id;
 - reads from slaves: with ``slaveReadEnable`` and every message "in disk"
-  (``accessMessageInMemoryMaxRatio=0``) the Java consumer is sent to the slave (id 1).
+  (``accessMessageInMemoryMaxRatio=0``) the Java consumer is sent to the slave (id 1) and reads there.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import time
 import uuid
@@ -46,7 +45,7 @@ UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 200
 GET_ALL_SUBSCRIPTIONGROUP_CONFIG = 201
 DELETE_SUBSCRIPTIONGROUP = 207
 DELETE_TOPIC_IN_BROKER = 215
-SYSTEM_ERROR, SERVICE_NOT_AVAILABLE, PULL_RETRY_IMMEDIATELY = 1, 14, 11
+SYSTEM_ERROR, SERVICE_NOT_AVAILABLE, PULL_RETRY_IMMEDIATELY = 1, 14, 20
 SLAVE_REMARK = "Can't modify topic or subscription group from slave broker, please execute it from master broker."
 GROUP_MEMBERS = {"groupName", "consumeEnable", "consumeFromMinEnable", "consumeBroadcastEnable", "retryQueueNums",
                  "retryMaxTimes", "brokerId", "whichBrokerWhenConsumeSlowly", "notifyConsumerIdsChangedEnable"}
@@ -152,11 +151,18 @@ def slave_answers(addr: str, topic: str, group: str) -> dict[str, tuple]:
     return out
 
 
-def produce_and_consume(client4, namesrv: str, topic: str, group: str) -> None:
-    produced = client4.run("produce", namesrv=namesrv, topic=topic, mode="sync", count=20)
+def produce_and_consume(client4, namesrv: str, topic: str, group: str, master: str, slave: str) -> None:
+    """Produce 100 messages and 3 delayed ones; once ``slave`` has replicated them, consume all.
+    A pull of data "in disk" carries at most 8 messages (maxTransferCountOnMessageInDisk): with 25
+    per queue the consumer's first pull of each queue (from the master) leaves the rest to the slave."""
+    produced = client4.run("produce", namesrv=namesrv, topic=topic, mode="sync", count=100)
     delayed = client4.run("produce", namesrv=namesrv, topic=topic, mode="sync", count=3, delay_level=1,
                           body_prefix=f"{topic}-delayed")
-    consumed = client4.run("consume", namesrv=namesrv, topic=topic, group=group, count=23, idle_ms=3000)
+    # a slave reports its offset first after up to haSendHeartbeatInterval (5 s); a consumer sent
+    # to it before then finds nothing and is sent back to the master
+    wait_for(f"{slave} replicates {master}", lambda: (
+        runtime_info(slave)["commitLogMaxOffset"] == runtime_info(master)["commitLogMaxOffset"]))
+    consumed = client4.run("consume", namesrv=namesrv, topic=topic, group=group, count=103, idle_ms=3000)
     assert consumed.summary["complete"], consumed.describe()
     bodies = sorted(e["body"] for e in consumed.received)
     assert bodies == sorted(e["body"] for e in produced.sent + delayed.sent)
@@ -190,7 +196,7 @@ def test_pyrmq_slave_beside_apache_slave_of_apache_master(cluster, client4):
     pyrmq_slave = cluster.broker("pyrmq", slave_spec(cluster, name, namesrv.addr, 2))
     assert broker_addrs(namesrv.port, name) == {"0": master.addr, "1": apache_slave.addr, "2": pyrmq_slave.addr}
 
-    produce_and_consume(client4, namesrv.addr, topic, group)
+    produce_and_consume(client4, namesrv.addr, topic, group, master.addr, apache_slave.addr)
     # reads from slaves, on the reference: the consumer was sent to the slave (id 1) and read there
     assert int(runtime_info(apache_slave.addr)["msgGetTotalTodayNow"]) > 0
 
@@ -227,12 +233,9 @@ def test_pyrmq_slave_of_pyrmq_master(cluster, client4):
     slave = cluster.broker("pyrmq", slave_spec(cluster, name, namesrv.addr, 1))
     assert broker_addrs(namesrv.port, name) == {"0": master.addr, "1": slave.addr}
 
-    # Every pull answer of the master sends the consumer to the slave. Without commit log
-    # replication the slave has no queue: it answers PULL_RETRY_IMMEDIATELY at the same offset,
-    # pointing back to the master, and every message is still consumed exactly once.
-    produce_and_consume(client4, namesrv.addr, topic, group)
-    if importlib.util.find_spec("pyrmq.ha") is not None:
-        assert int(runtime_info(slave.addr)["msgGetTotalTodayNow"]) > 0
+    # every pull answer of the master sends the consumer to the slave, which serves it
+    produce_and_consume(client4, namesrv.addr, topic, group, master.addr, slave.addr)
+    assert int(runtime_info(slave.addr)["msgGetTotalTodayNow"]) > 0
 
     check_master_tables(master.addr, topic, group)
     assert_copied(slave.addr, master.addr, topic, group)
