@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from pyrmq.common.persister import ConfigPersister
     from pyrmq.store.message_store import DefaultMessageStore
 
+# GET_BROKER_RUNTIME_INFO key (pyrmq's own): JSON object producer group -> pending half messages
+TRANSACTION_PENDING_KEY = "pyrmqTransactionHalfPending"
 UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"  # Java MixAll.UNIQUE_MSG_QUERY_FLAG
 QUERY_NOT_FOUND_REMARK = "can not find message, maybe time range not correct"
 

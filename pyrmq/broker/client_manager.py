@@ -204,6 +204,7 @@ class ProducerManager:
     def __init__(self, channel_expired_ms: int = 120_000) -> None:
         self.channel_expired_ms = channel_expired_ms
         self.groups: dict[str, dict[Channel, ClientChannelInfo]] = {}
+        self._turn = 0
 
     def register_producer(self, group: str, client: ClientChannelInfo) -> None:
         channels = self.groups.setdefault(group, {})
@@ -223,6 +224,14 @@ class ProducerManager:
     def on_channel_closed(self, channel: Channel) -> None:
         for group in list(self.groups):
             self.unregister_producer(group, channel)
+
+    def available_channel(self, group: str) -> Channel | None:
+        """A live connection of the producer group, taken in turn (the transaction check asks one)."""
+        channels = [ch for ch in self.groups.get(group, {}) if not ch.closed]
+        if not channels:
+            return None
+        self._turn += 1
+        return channels[self._turn % len(channels)]
 
     def scan_not_active(self, now_ms: int | None = None) -> list[Channel]:
         now_ms = _now_ms() if now_ms is None else now_ms

@@ -95,6 +95,13 @@ class BrokerConfig:
     ha_housekeeping_interval: int = 20_000
     ha_transfer_batch_size: int = 32 * 1024
     ha_slave_fallbehind_max: int = 256 * 1024 * 1024
+    # Transactions (Apache's keys and defaults): a half message older than transactionTimeOut ms
+    # is checked with its producer every transactionCheckInterval ms, at most transactionCheckMax
+    # times; rejectTransactionMessage refuses half messages.
+    transaction_time_out: int = 6000
+    transaction_check_max: int = 15
+    transaction_check_interval: int = 60_000
+    reject_transaction_message: bool = False
     slave_timeout: int = 3000        # how long a SYNC_MASTER send waits for a slave's acknowledgement (ms)
     # Reads from slaves (Apache's key): a pull answer suggests the group's whichBrokerWhenConsumeSlowly
     # when the data pulled is no longer in memory, else the group's brokerId; false: always the master.

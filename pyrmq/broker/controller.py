@@ -31,6 +31,10 @@ from pyrmq.broker.send_processor import SendMessageProcessor
 from pyrmq.broker.slave_sync import SlaveSynchronize
 from pyrmq.broker.store_clean_task import StoreCleanTask
 from pyrmq.broker.topic_config import TopicConfigManager
+from pyrmq.broker.admin_processor import TRANSACTION_PENDING_KEY
+from pyrmq.broker.end_transaction import EndTransactionProcessor
+from pyrmq.codec import fastjson
+from pyrmq.broker.transaction_check import TransactionCheckService
 from pyrmq.codec.codes import RequestCode
 from pyrmq.ha.config import HAConfig
 from pyrmq.ha.master_service import HAService
@@ -113,6 +117,10 @@ class BrokerController:
             config=self.config, store=self.store, topics=self.topic_config_manager,
             groups=self.subscription_group_manager, consumers=self.consumer_manager,
             offsets=self.consumer_offset_manager, stats=self.stats)
+        self.end_transaction_processor = EndTransactionProcessor(config=self.config, store=self.store)
+        self.transaction_check_service = TransactionCheckService(
+            config=self.config, store=self.store, topics=self.topic_config_manager,
+            offsets=self.consumer_offset_manager, producers=self.producer_manager)
         # held pulls are woken by the store's dispatch pipeline, as one more dispatcher
         self.store.add_dispatcher(self.pull_processor.hold_service)
         self.acl_watcher = self._load_acl() if self.config.acl_enable else None
@@ -156,6 +164,7 @@ class BrokerController:
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
             table.register(code, self.send_processor.process)
         table.register(RequestCode.CONSUMER_SEND_MSG_BACK, self.send_processor.consumer_send_msg_back)
+        table.register(RequestCode.END_TRANSACTION, self.end_transaction_processor.process)
         if pull:
             table.register(RequestCode.PULL_MESSAGE, self.pull_processor.process)
             table.register(RequestCode.LITE_PULL_MESSAGE, self.pull_processor.process)
@@ -166,7 +175,8 @@ class BrokerController:
         register_admin_processors(
             table, loaded_config=self.loaded_config, store=self.store, topics=self.topic_config_manager,
             offsets=self.consumer_offset_manager, persister=self.config_persister, stats=self.stats,
-            boot_timestamp_ms=self.boot_timestamp_ms, extra_runtime_info=lambda: ha_runtime_info(self))
+            boot_timestamp_ms=self.boot_timestamp_ms,
+            extra_runtime_info=lambda: {**ha_runtime_info(self), **self._transaction_runtime_info()})
         register_group_admin_processors(
             table, is_slave=self.is_slave, groups=self.subscription_group_manager,
             offsets=self.consumer_offset_manager, delay_offsets=self.schedule_service.offsets,
@@ -175,6 +185,10 @@ class BrokerController:
             table, broker_name=self.config.broker_name, store=self.store, topics=self.topic_config_manager,
             offsets=self.consumer_offset_manager, consumers=self.consumer_manager)
         return table
+
+    def _transaction_runtime_info(self) -> dict[str, str]:
+        # pyrmq's own key: half messages not committed nor rolled back yet, per producer group
+        return {TRANSACTION_PENDING_KEY: fastjson.dumps(self.transaction_check_service.pending_by_group())}
 
     # --- hooks ----------------------------------------------------------------------------
 
@@ -236,6 +250,7 @@ class BrokerController:
                         nursery.start_soon(self.acl_watcher.run)
                     if not self.is_slave:   # a slave takes the master's progress, it does not deliver
                         nursery.start_soon(self.schedule_service.run)
+                        nursery.start_soon(self.transaction_check_service.run)
                     if self.config.namesrv_addrs:
                         await nursery.start(self.registration.run, client)
                     if self.is_slave:

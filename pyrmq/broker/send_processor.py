@@ -15,6 +15,7 @@ import trio
 from pyrmq.broker.config import BrokerRole
 from pyrmq.broker.offsets_and_groups import required_group
 from pyrmq.broker.schedule_service import redirect_to_schedule
+from pyrmq.broker.transaction_messages import half_message
 from pyrmq.broker.topic_config import (
     DLQ_GROUP_TOPIC_PREFIX,
     NOT_ALLOWED_SEND_TOPICS,
@@ -203,17 +204,17 @@ class SendMessageProcessor:
                                     store_host=self.store_host, reconsume_times=reconsume_times)
             result = self.store.put_messages(batch)
         else:
-            if properties.get(MessageConst.PROPERTY_TRANSACTION_PREPARED) == "true":
-                # Transactional half messages arrive with a later issue; refuse them plainly.
+            is_half = properties.get(MessageConst.PROPERTY_TRANSACTION_PREPARED, "").lower() == "true"
+            if is_half and self.config.reject_transaction_message:
                 return request.response(ResponseCode.NO_PERMISSION,
-                                        f"the broker[{self.config.broker_name}] sending transaction message is forbidden")
+                                        f"the broker[{self.config.broker_ip1}] sending transaction message is forbidden")
             # As the Java broker: WAIT is not stored (9 bytes saved per message) -- except on a
             # delayed message, whose string is rebuilt after WAIT went back into the map.
             entries_held = len(properties)
             if wait_value is not None:
                 del properties[MessageConst.PROPERTY_WAIT_STORE_MSG_OK]
             store_topic, store_queue_id = topic, queue_id
-            if (MessageSysFlag.transaction_value(sys_flag) in _DELAYABLE
+            if (not is_half and MessageSysFlag.transaction_value(sys_flag) in _DELAYABLE
                     and MessageConst.PROPERTY_DELAY_TIME_LEVEL in properties):
                 if wait_value is not None:
                     properties[MessageConst.PROPERTY_WAIT_STORE_MSG_OK] = wait_value
@@ -229,6 +230,12 @@ class SendMessageProcessor:
                 born_timestamp=born_timestamp, born_host=born_host, store_host=self.store_host,
                 reconsume_times=reconsume_times,
                 tags_code=tags_string_to_tags_code(properties.get(MessageConst.PROPERTY_TAGS)))
+            if is_half:
+                # Java's map still holds WAIT (put back after the string was written); the half
+                # message's string is written again from that map with REAL_TOPIC/REAL_QID.
+                if wait_value is not None:
+                    properties[MessageConst.PROPERTY_WAIT_STORE_MSG_OK] = wait_value
+                inner = half_message(inner, properties)
             result = self.store.put_message(inner)
         return self._respond(request, result, queue_id, wait_store, self.topics.created_unwritten(topic))
 
