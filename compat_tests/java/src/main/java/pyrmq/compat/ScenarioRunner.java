@@ -29,6 +29,7 @@ import org.apache.rocketmq.client.ClientConfig;
  * admin         DefaultMQAdminExt basics (Admin)
  * acl           --op produce|consume|pull|create-topic signed with --access-key/--secret-key (Acl)
  * chaos-produce orderly sends by key for --duration-ms, retried until acknowledged (Chaos)
+ * transaction   TransactionMQProducer: local and check answers, a kill between half and commit (Transactions)
  * chaos-consume push consumers of one group until --duration-ms and --idle-ms passed (Chaos)
  *
  * Common: --create-topic Q (create the topic first), --body-prefix P (default: the topic),
@@ -106,6 +107,9 @@ public final class ScenarioRunner {
                     break;
                 case "chaos-consume":
                     Chaos.consume(o);
+                    break;
+                case "transaction":
+                    Transactions.run(o);
                     break;
                 case "create-topic":
                     Producers.createTopic(o, o.str("topic"), o.integer("queues", 4));
