@@ -1,4 +1,5 @@
-"""Command line: ``pyrmq namesrv``, ``pyrmq broker``, ``pyrmq standalone``.
+"""Command line: ``pyrmq namesrv``, ``pyrmq broker``, ``pyrmq standalone``, and
+``pyrmq transactions -b HOST:PORT`` (pending half messages per producer group).
 
 The only place that configures logging.  SIGTERM and SIGINT stop gracefully: stop accepting,
 finish in-flight work, flush, persist configs, remove the abort file, exit 0.
@@ -15,12 +16,14 @@ from pathlib import Path
 
 import trio
 
+from pyrmq import cli_transactions
 from pyrmq.broker.config import ConfigError, LoadedConfig, load_config_file
 from pyrmq.broker.controller import BrokerController
 from pyrmq.codec.java_properties import parse_properties
 from pyrmq.common.acl.address import AddressPatternError
 from pyrmq.namesrv.controller import NamesrvConfig, NamesrvController
 from pyrmq.namesrv.write_guard import parse_allow_list
+from pyrmq.remoting.channel import ChannelClosedError, RemotingTimeoutError
 from pyrmq.remoting.tls_config import TlsConfigError
 
 log = logging.getLogger("pyrmq")
@@ -131,8 +134,18 @@ def main(argv: list[str] | None = None) -> int:
     p_sa.add_argument("--namesrv-write-allow", action="append", metavar="PATTERN",
                       help=_WRITE_ALLOW_HELP + " (the embedded broker registers from 127.0.0.1)")
 
+    p_tx = sub.add_parser("transactions", help="pending transactional (half) messages of a broker, per producer group")
+    p_tx.add_argument("-b", "--broker", required=True, help="broker address host:port")
+
     args = parser.parse_args(argv)
     _configure_logging(args.log_level)
+    if args.command == "transactions":
+        try:
+            sys.stdout.write(cli_transactions.run(args.broker))
+        except (OSError, RuntimeError, ValueError, RemotingTimeoutError, ChannelClosedError) as exc:
+            print(f"pyrmq: {exc or type(exc).__name__}", file=sys.stderr)
+            return 1
+        return 0
     try:
         if args.command == "namesrv":
             trio.run(_run_namesrv, NamesrvController(namesrv_config(args)))

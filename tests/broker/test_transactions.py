@@ -6,6 +6,10 @@ from __future__ import annotations
 import uuid
 
 import pytest
+import trio
+
+from pyrmq import cli
+from pyrmq.cli_transactions import fetch_pending
 
 from pyrmq.broker.topic_config import TopicConfig
 from pyrmq.broker.transaction_check import CheckRequest
@@ -175,3 +179,18 @@ async def test_reject_transaction_message(cluster):
     resp = await send(cluster.client, cluster.broker_addr, "TopicTx", b"x",
                       extra={"TRAN_MSG": "true", "PGROUP": "pg"}, sys_flag=PREPARED)
     assert resp.code == 16 and "sending transaction message is forbidden" in resp.remark
+
+
+async def test_operator_view_in_runtime_info_and_cli(cluster, capsys):
+    topic(cluster)
+    await send_half(cluster, group="pg_a")
+    await send_half(cluster, group="pg_a")
+    resp = await send_half(cluster, group="pg_b")
+    assert await fetch_pending(cluster.broker_addr) == {"pg_a": 2, "pg_b": 1}
+    assert (await end_tx(cluster, resp, ROLLBACK, group="pg_b")).code == 0
+    assert await fetch_pending(cluster.broker_addr) == {"pg_a": 2}
+    # the command line, as an operator runs it (its own trio loop, in a thread here)
+    code = await trio.to_thread.run_sync(cli.main, ["transactions", "-b", cluster.broker_addr])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert [line.split() for line in out.splitlines()[1:]] == [["pg_a", "2"], ["total", "2"]]
