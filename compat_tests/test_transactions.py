@@ -11,10 +11,13 @@ a second time.
 
 from __future__ import annotations
 
+import dataclasses
+import uuid
 from collections import Counter
 
 import pytest
 
+from compat_tests.cluster import BrokerSpec, client4_fixture, cluster_fixture  # noqa: F401  (fixtures)
 from compat_tests.conftest import _start_server
 
 pytestmark = [pytest.mark.compat]
@@ -107,3 +110,31 @@ def test_kill9_between_half_and_commit_resolves_after_restart(server_kind, java_
     assert local["body"] in checked, run.of("check")
     consumed = consume(java_client, server, names, count=3)
     assert_exactly_once(run.sent, consumed.received)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("writer_kind,reader_kind", [("pyrmq", "apache"), ("apache", "pyrmq")])
+def test_pending_transactions_move_with_the_store(cluster, client4, writer_kind, reader_kind):
+    """A store left with pending half messages (and the ops of a commit and a rollback) opens in
+    the other implementation, whose check service asks a producer of the group and commits them:
+    the committed and the checked messages are consumed once each, the rolled-back one never."""
+    namesrv = cluster.namesrv("apache")
+    spec = BrokerSpec(name="broker-tx", store_dir=cluster.root / "store", namesrv_addr=namesrv.addr,
+                      extra={"transactionTimeOut": "600000"})      # the writer never checks
+    writer = cluster.broker(writer_kind, spec)
+    topic = f"TX_interop_{uuid.uuid4().hex[:8]}"
+    group = f"PG_{topic}"
+    first = client4.run("transaction", namesrv=namesrv.addr, topic=topic, producer_group=group, count=4,
+                        create_topic=4, local="commit,rollback,unknown,unknown", check="unknown")
+    assert [e["localState"] for e in first.sent] == ["COMMIT_MESSAGE", "ROLLBACK_MESSAGE", "UNKNOW", "UNKNOW"]
+    code = writer.stop()
+    assert code in writer.graceful_exit_codes, f"{writer} exit code {code}\n{writer.log_tail()}"
+
+    reader = cluster.broker(reader_kind, dataclasses.replace(spec, extra=TX_KILL_BROKER))
+    checker = client4.run("transaction", namesrv=namesrv.addr, topic=topic, producer_group=group, count=0,
+                          check="commit", until_checks=2, linger_ms=60_000, deadline_ms=90_000)
+    assert sorted(e["body"] for e in checker.of("check")) == sorted(e["body"] for e in first.sent[2:])
+    consumed = client4.run("consume", namesrv=namesrv.addr, topic=topic, group=f"G_{topic}", count=3,
+                           idle_ms=2500, timeout_ms=30_000)
+    assert_exactly_once([first.sent[0]] + first.sent[2:], consumed.received)
+    assert reader.stop() in reader.graceful_exit_codes
