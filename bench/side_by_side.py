@@ -1,11 +1,12 @@
 """Side-by-side benchmark: the same Java load generator against pyrmq and Apache RocketMQ 4.9.7.
 
     .venv/bin/python bench/side_by_side.py [--duration 15] [--threads 1,16,64] [--batch 16]
-                                           [--batch-threads 16] [--servers pyrmq,apache]
+                                           [--batch-threads 16] [--tx-threads 16] [--servers pyrmq,apache]
                                            [--repeat 1] [--pyrmq-rev HEAD] [--markdown FILE]
 
 For every scenario (1 KiB messages with each --threads count, then batches of --batch x 1 KiB
-with each --batch-threads count), --repeat times, and for each server, alternating which server
+with each --batch-threads count, then transactional 1 KiB messages committed at once with each
+--tx-threads count), --repeat times, and for each server, alternating which server
 goes first (pyrmq runs as committed at --pyrmq-rev, exported with git archive):
 
 0. wait (at most --quiet-wait s) until the machine is quiet, others' work would skew one side;
@@ -237,6 +238,7 @@ class Scenario:
     name: str
     threads: int
     batch: int
+    transaction: bool = False   # TransactionMQProducer, local transaction commits at once
 
 
 @dataclass
@@ -266,7 +268,7 @@ def loadgen_argv(args, classpath: str, workdir: Path, namesrv: str, topic: str, 
             "--namesrv", namesrv, "--topic", topic, "--threads", str(sc.threads), "--size", str(args.size),
             "--batch", str(sc.batch), "--warmup", str(args.warmup), "--duration", str(args.duration),
             "--consume", "true", "--drain-timeout", str(args.drain_timeout),
-            "--send-timeout", str(args.send_timeout)]
+            "--send-timeout", str(args.send_timeout), "--transaction", str(sc.transaction).lower()]
 
 
 def machine_busy_seconds() -> float:
@@ -546,6 +548,8 @@ def main() -> int:
     parser.add_argument("--threads", type=csv_ints, default=[1, 16, 64], help="producer threads, 1 KiB messages")
     parser.add_argument("--batch", type=int, default=16, help="messages per batch in the batch scenarios (0: none)")
     parser.add_argument("--batch-threads", type=csv_ints, default=[16], help="producer threads, batch scenarios")
+    parser.add_argument("--tx-threads", type=csv_ints, default=[],
+                        help="producer threads, transactional 1 KiB messages committed at once (default: none)")
     parser.add_argument("--size", type=int, default=1024, help="message body bytes (default 1024)")
     parser.add_argument("--queues", type=int, default=8, help="queues of the topic (default 8)")
     parser.add_argument("--servers", default="pyrmq,apache", help="which servers, comma-separated")
@@ -574,6 +578,8 @@ def main() -> int:
     if args.batch > 1:
         scenarios += [Scenario(f"batch {args.batch} x 1 KiB, {t} thread{'s' if t > 1 else ''}", t, args.batch)
                       for t in args.batch_threads]
+    scenarios += [Scenario(f"transactional 1 KiB, {t} thread{'s' if t > 1 else ''}", t, 1, True)
+                  for t in args.tx_threads]
 
     print("building the load generator (bench/java) ...", flush=True)
     loadgen_cp = build_loadgen()

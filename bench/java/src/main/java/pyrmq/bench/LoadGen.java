@@ -17,6 +17,9 @@ import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.LocalTransactionState;
+import org.apache.rocketmq.client.producer.TransactionListener;
+import org.apache.rocketmq.client.producer.TransactionMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.client.producer.SendStatus;
 import org.apache.rocketmq.common.MQVersion;
@@ -35,7 +38,12 @@ import org.apache.rocketmq.remoting.protocol.RemotingCommand;
  * java -Drocketmq.serialize.type=ROCKETMQ -cp CLASSPATH pyrmq.bench.LoadGen \
  *     --namesrv 127.0.0.1:9876 --topic T [--threads 16] [--size 1024] [--batch 1]
  *     [--warmup 5] [--duration 15] [--consume true] [--drain-timeout 30] [--send-timeout 3000]
+ *     [--transaction false]
  * </pre>
+ *
+ * With --transaction true the producer is a TransactionMQProducer whose local transaction commits
+ * at once: each call is a half message, the local transaction and a oneway END_TRANSACTION; the
+ * consumer counts the committed messages.
  *
  * Phases: warm-up (sending, not counted), measurement (--duration seconds), then the producers
  * stop and the consumer is given up to --drain-timeout seconds to receive every message that was
@@ -68,6 +76,7 @@ public final class LoadGen {
     private final boolean consume;
     private final int drainTimeoutS;
     private final int sendTimeoutMs;
+    private final boolean transaction;
 
     private final LongAdder sentMsgs = new LongAdder();
     private final LongAdder sendCalls = new LongAdder();
@@ -97,6 +106,10 @@ public final class LoadGen {
         consume = Boolean.parseBoolean(opts.getOrDefault("consume", "true"));
         drainTimeoutS = Integer.parseInt(opts.getOrDefault("drain-timeout", "30"));
         sendTimeoutMs = Integer.parseInt(opts.getOrDefault("send-timeout", "3000"));
+        transaction = Boolean.parseBoolean(opts.getOrDefault("transaction", "false"));
+        if (transaction && batch != 1) {
+            throw new IllegalArgumentException("--transaction true sends single messages (--batch 1)");
+        }
         if (threads < 1 || size < 1 || batch < 1 || durationS < 1 || warmupS < 0) {
             throw new IllegalArgumentException("threads, size, batch, duration must be >= 1, warmup >= 0");
         }
@@ -123,7 +136,8 @@ public final class LoadGen {
         // The serialize type is read once, when RemotingCommand is loaded: report what it is.
         String serialize = RemotingCommand.createRequestCommand(0, null).getSerializeTypeCurrentRPC().name();
         emit("start", obj("serialize", serialize, "client_version", MQVersion.getVersionDesc(MQVersion.CURRENT_VERSION),
-                "topic", topic, "threads", threads, "size", size, "batch", batch, "warmup_s", warmupS,
+                "topic", topic, "threads", threads, "size", size, "batch", batch, "transaction", transaction,
+                "warmup_s", warmupS,
                 "duration_s", durationS, "consume", consume, "send_timeout_ms", sendTimeoutMs));
 
         String instance = "bench-" + ProcessHandle.current().pid();
@@ -148,7 +162,24 @@ public final class LoadGen {
             consumer.start();
         }
 
-        DefaultMQProducer producer = new DefaultMQProducer(opts.getOrDefault("producer-group", "bench_pg"));
+        DefaultMQProducer producer;
+        if (transaction) {
+            TransactionMQProducer tx = new TransactionMQProducer(opts.getOrDefault("producer-group", "bench_pg"));
+            tx.setTransactionListener(new TransactionListener() {
+                @Override
+                public LocalTransactionState executeLocalTransaction(Message msg, Object arg) {
+                    return LocalTransactionState.COMMIT_MESSAGE;
+                }
+
+                @Override
+                public LocalTransactionState checkLocalTransaction(MessageExt msg) {
+                    return LocalTransactionState.COMMIT_MESSAGE;
+                }
+            });
+            producer = tx;
+        } else {
+            producer = new DefaultMQProducer(opts.getOrDefault("producer-group", "bench_pg"));
+        }
         producer.setNamesrvAddr(namesrv);
         producer.setInstanceName(instance + "-p");
         producer.setSendMsgTimeout(sendTimeoutMs);
@@ -221,7 +252,7 @@ public final class LoadGen {
         long calls = b[1] - a[1];
         long consumedTotal = consumed.sum();
         Map<String, Object> summary = obj(
-                "serialize", serialize, "threads", threads, "size", size, "batch", batch,
+                "serialize", serialize, "threads", threads, "size", size, "batch", batch, "transaction", transaction,
                 "window_s", round(window, 3),
                 "send_tps", round((b[0] - a[0]) / window, 1),
                 "send_calls_tps", round(calls / window, 1),
@@ -263,7 +294,10 @@ public final class LoadGen {
             long start = System.nanoTime();
             try {
                 SendResult result;
-                if (batch == 1) {
+                if (transaction) {
+                    // half message, local transaction (commits at once), END_TRANSACTION oneway
+                    result = producer.sendMessageInTransaction(new Message(topic, body), null);
+                } else if (batch == 1) {
                     result = producer.send(new Message(topic, body));
                 } else {
                     List<Message> msgs = new ArrayList<>(batch);
