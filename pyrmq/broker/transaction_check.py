@@ -8,8 +8,10 @@ live producer of its group (PGROUP) with CHECK_TRANSACTION_STATE; one checked
 
 Progress is Apache's: the consumer offsets of group CID_RMQ_SYS_TRANS on the half and op queues
 (consumerOffset.json), so a store moves between pyrmq and Apache with its pending transactions.
-Unlike Apache, a round writes those offsets to disk *before* its checks leave: a producer is
-never asked about a half message whose earlier copy a restart would check again.
+Unlike Apache, a round writes those offsets to disk *before* its checks leave, and a round that
+meets two copies of one half message (same UNIQ_KEY: a crash fell between a re-put and that
+write) checks only the first: a producer is never asked twice about one transaction in a way
+that could make it commit twice.
 
 The round itself (:meth:`TransactionCheckService.check`) is synchronous and reads its time from
 an injected clock, so tests drive it without waiting.
@@ -165,6 +167,7 @@ class TransactionCheckService:
         remove_map: dict[int, int] = {}
         pull = self._fill_op_remove_map(remove_map, queue_id, op_offset, half_offset, done_ops)
         null_count = 1
+        checked: set[str] = set()
         end_at_start = self.store.get_max_offset_in_queue(HALF_TOPIC, queue_id)
         new_offset = i = half_offset
         while self.clock() - start <= MAX_PROCESS_TIME_MS:
@@ -178,6 +181,13 @@ class TransactionCheckService:
                         break
                     null_count += 1
                     new_offset = i = got.next_begin
+                    continue
+                uniq = msg.properties.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+                if uniq is not None and uniq in checked and i < end_at_start:
+                    # An older copy of a half message checked in this round: only after a crash
+                    # between a re-put and the write of the progress can one follow the other.
+                    # Checking both would let the producer commit both (pyrmq's own rule).
+                    new_offset = i = i + 1
                     continue
                 if self._need_discard(msg, cfg.transaction_check_max) or self._need_skip(msg):
                     self._discard(msg)
@@ -213,6 +223,8 @@ class TransactionCheckService:
                 if check is None:
                     break   # the store refused the re-put: this half again next round
                 checks.append(check)
+                if uniq is not None:
+                    checked.add(uniq)
             new_offset = i = i + 1
         if new_offset != half_offset:
             self._commit_offset(HALF_TOPIC, queue_id, new_offset)

@@ -194,3 +194,27 @@ async def test_operator_view_in_runtime_info_and_cli(cluster, capsys):
     out = capsys.readouterr().out
     assert code == 0
     assert [line.split() for line in out.splitlines()[1:]] == [["pg_a", "2"], ["total", "2"]]
+
+
+async def test_crash_before_the_progress_is_written_checks_once(cluster):
+    """A check round re-put the half message and moved its progress, and the process died before
+    consumerOffset.json had the new progress: after the restart both copies are in the half queue
+    from the old progress on. The next round asks the producer once, not once per copy."""
+    topic(cluster)
+    await send_half(cluster, extra={"UNIQ_KEY": "K1"})
+    await send_half(cluster, extra={"UNIQ_KEY": "K2"})
+    _, [half, _] = stored(cluster, HALF_TOPIC)
+    svc = service(cluster, Clock(half.born_timestamp + 10_000))
+    assert len(svc.check()) == 2
+    offsets = cluster.broker.consumer_offset_manager
+    offsets.commit_offset(CHECK_GROUP, HALF_TOPIC, 0, 0)    # the progress the file still had
+    svc.clock.now_ms += 10_000
+    checks = svc.check()
+    assert sorted(c.header["msgId"] for c in checks) == ["K1", "K2"]
+    assert offsets.query_offset(CHECK_GROUP, HALF_TOPIC, 0) == 4
+    # answering the checks commits each message once
+    for check in checks:
+        assert (await end_tx(cluster, None, COMMIT, from_check=True, header=check.header)).code == 0
+    svc.clock.now_ms += 10_000
+    assert svc.check() == []
+    assert len(await visible(cluster)) == 2
