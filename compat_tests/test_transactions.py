@@ -17,6 +17,7 @@ from collections import Counter
 
 import pytest
 
+from compat_tests import goclient
 from compat_tests.cluster import BrokerSpec, client4_fixture, cluster_fixture  # noqa: F401  (fixtures)
 from compat_tests.conftest import _start_server
 
@@ -83,6 +84,25 @@ def test_producer_that_never_knows_gets_max_checks_then_discard(tx_server, java_
     bodies = Counter(e["body"] for e in discarded.received)
     for e in run.sent:
         assert bodies[e["body"]] == 1, bodies
+
+
+@pytest.fixture(scope="session")
+def go_client(tmp_path_factory) -> goclient.GoClient:
+    return goclient.session_client(tmp_path_factory)
+
+
+def test_go_transaction_producer(tx_server, go_client, names):
+    """The Go client's TransactionProducer: commit, rollback and UNKNOW (committed by the check)."""
+    run = go_client.run("send-transaction", namesrv=tx_server.namesrv_addr, topic=names.topic, count=6,
+                        local="commit,rollback,unknown", check="commit", until_checks=2, linger_ms=20_000)
+    assert [e["localState"] for e in run.sent] == ["COMMIT_MESSAGE", "ROLLBACK_MESSAGE", "UNKNOW"] * 2, run.sent
+    unknown = {e["body"] for e in run.sent if e["localState"] == "UNKNOW"}
+    checked = Counter(e["body"] for e in run.of("check"))
+    assert set(checked) == unknown and all(n == 1 for n in checked.values()), checked
+    assert {e["checkTimes"] for e in run.of("check")} == {"1"}
+    consumed = go_client.run("push-consume", namesrv=tx_server.namesrv_addr, topic=names.topic, group=names.group,
+                             count=4, idle_ms=2500)
+    assert_exactly_once([e for e in run.sent if e["localState"] != "ROLLBACK_MESSAGE"], consumed.received)
 
 
 @pytest.mark.slow

@@ -18,6 +18,10 @@
 //	pull-consume    --mode from|poll [--count N] [--tag-expr EXPR]
 //	                from: PullFrom every queue from offset 0 until its max offset;
 //	                poll: Poll/ACK (the pull consumer's own rebalancing) until N messages.
+//	send-transaction --count N --local commit,rollback,unknown --check commit|rollback|unknown
+//	                [--linger-ms L --until-checks K] TransactionProducer: local transaction answers
+//	                cycled from --local; each check answers --check ("check" events); the producer
+//	                stays up --linger-ms, or until K checks came and a second passed without one.
 //	admin-create-topic --broker ADDR --queues Q
 //	admin-delete-topic [--broker ADDR]
 //	route           the topic's publish queues as the Go client sees them (GET_ROUTEINFO_BY_TOPIC)
@@ -101,6 +105,10 @@ type options struct {
 	deadlineMs  int
 	accessKey   string
 	secretKey   string
+	local       string
+	check       string
+	lingerMs    int
+	untilChecks int
 }
 
 // credentials is the ACL identity of --access-key / --secret-key; ok is false without one.
@@ -148,6 +156,10 @@ func parse(scenario string, args []string) *options {
 	fs.IntVar(&o.deadlineMs, "deadline-ms", 90000, "give up (exit 3) after this long")
 	fs.StringVar(&o.accessKey, "access-key", "", "ACL: sign requests with this AccessKey (and --secret-key)")
 	fs.StringVar(&o.secretKey, "secret-key", "", "ACL: the account's SecretKey")
+	fs.StringVar(&o.local, "local", "commit", "send-transaction: local transaction answers, cycled (commit,rollback,unknown)")
+	fs.StringVar(&o.check, "check", "commit", "send-transaction: the check callback's answer (commit|rollback|unknown)")
+	fs.IntVar(&o.lingerMs, "linger-ms", 0, "send-transaction: stay up this long after the sends to answer checks")
+	fs.IntVar(&o.untilChecks, "until-checks", 0, "send-transaction: leave once this many checks came and 1 s passed")
 	if err := fs.Parse(args); err != nil {
 		os.Exit(2)
 	}
@@ -844,6 +856,8 @@ func main() {
 		default:
 			fail(fmt.Errorf("unknown pull mode %q", o.mode))
 		}
+	case "send-transaction":
+		runTransaction(o)
 	case "admin-create-topic":
 		runAdminCreateTopic(o)
 	case "admin-delete-topic":
@@ -856,4 +870,94 @@ func main() {
 	}
 	emit("exit", event{"rc": 0})
 	os.Exit(0)
+}
+
+// ---------------------------------------------------------------------------------- transactions
+
+func txState(name string) primitive.LocalTransactionState {
+	switch name {
+	case "commit":
+		return primitive.CommitMessageState
+	case "rollback":
+		return primitive.RollbackMessageState
+	case "unknown":
+		return primitive.UnknowState
+	}
+	fail(fmt.Errorf("unknown transaction state %q", name))
+	return primitive.UnknowState
+}
+
+func txStateName(s primitive.LocalTransactionState) string {
+	switch s {
+	case primitive.CommitMessageState:
+		return "COMMIT_MESSAGE"
+	case primitive.RollbackMessageState:
+		return "ROLLBACK_MESSAGE"
+	}
+	return "UNKNOW"
+}
+
+type txListener struct {
+	local  []primitive.LocalTransactionState
+	answer primitive.LocalTransactionState
+	checks int64
+}
+
+func (l *txListener) ExecuteLocalTransaction(m *primitive.Message) primitive.LocalTransactionState {
+	i, _ := strconv.Atoi(m.GetProperty("seq"))
+	return l.local[i%len(l.local)]
+}
+
+func (l *txListener) CheckLocalTransaction(m *primitive.MessageExt) primitive.LocalTransactionState {
+	atomic.AddInt64(&l.checks, 1)
+	emit("check", event{"body": string(m.Body), "topic": m.Topic, "queueId": m.Queue.QueueId,
+		"transactionId": m.TransactionId, "checkTimes": m.GetProperty("TRANSACTION_CHECK_TIMES"),
+		"answer": txStateName(l.answer)})
+	return l.answer
+}
+
+func runTransaction(o *options) {
+	l := &txListener{answer: txState(o.check)}
+	for _, name := range strings.Split(o.local, ",") {
+		l.local = append(l.local, txState(name))
+	}
+	group := o.group
+	if group == "" {
+		group = "PG_" + o.topic
+	}
+	p, err := rocketmq.NewTransactionProducer(l, producerOptions(o,
+		producer.WithNameServer([]string{o.namesrv}),
+		producer.WithGroupName(group),
+		producer.WithInstanceName(instanceName("tx-producer")),
+		producer.WithRetry(2),
+	)...)
+	if err != nil {
+		fail(fmt.Errorf("new transaction producer: %w", err))
+	}
+	if err := p.Start(); err != nil {
+		fail(fmt.Errorf("start transaction producer: %w", err))
+	}
+	for i := o.first; i < o.first+o.count; i++ {
+		m := message(o, i)
+		r, err := p.SendMessageInTransaction(context.Background(), m)
+		if err != nil {
+			emit("send_failed", event{"i": i, "error": err.Error()})
+			continue
+		}
+		e := withResult(sentEvent(m, i, sendStatus(r.Status)), r.SendResult)
+		e["localState"] = txStateName(r.State)
+		emit("sent", e)
+	}
+	end := time.Now().Add(time.Duration(o.lingerMs) * time.Millisecond)
+	seen, quietSince := atomic.LoadInt64(&l.checks), time.Now()
+	for time.Now().Before(end) {
+		time.Sleep(100 * time.Millisecond)
+		if now := atomic.LoadInt64(&l.checks); now != seen {
+			seen, quietSince = now, time.Now()
+		}
+		if o.untilChecks > 0 && seen >= int64(o.untilChecks) && time.Since(quietSince) >= time.Second {
+			break
+		}
+	}
+	shutdown("transaction producer", p.Shutdown)
 }
