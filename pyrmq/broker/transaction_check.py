@@ -272,8 +272,10 @@ class TransactionCheckService:
                             done_ops: list[int]) -> _Pull:
         pull = self._pull(OP_TOPIC, queue_id, op_from, OP_PULL_NUMS)
         if pull.status == "OFFSET_ILLEGAL":
-            log.warning("The miss op offset=%d in queue=%d is illegal, next begin %d", op_from, queue_id,
-                        pull.next_begin)
+            # (no op queue yet -- a broker that never saw a transaction -- is not worth a warning)
+            if self.store.find_consume_queue(OP_TOPIC, queue_id) is not None:
+                log.warning("The miss op offset=%d in queue=%d is illegal, next begin %d", op_from, queue_id,
+                            pull.next_begin)
             self._commit_offset(OP_TOPIC, queue_id, pull.next_begin)
             return pull
         for op in pull.messages or ():
