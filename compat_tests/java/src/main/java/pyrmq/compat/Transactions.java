@@ -17,7 +17,7 @@ import org.apache.rocketmq.common.message.MessageExt;
  *
  * <pre>
  * transaction --topic T --count N [--local commit,rollback,unknown] [--check commit|rollback|unknown|local]
- *             [--local-wait-ms W] [--linger-ms L] [--until-checks K]
+ *             [--local-wait-ms W] [--linger-ms L] [--until-checks K] [--heartbeat-ms 30000]
  * </pre>
  *
  * Message i's local transaction answers the i-th entry of --local (cycled); the last message's
@@ -65,6 +65,8 @@ final class Transactions {
         p.setNamesrvAddr(o.str("namesrv"));
         p.setInstanceName(ScenarioRunner.INSTANCE_BASE + "-tx");
         p.setSendMsgTimeout(o.integer("send-timeout-ms", 5000));
+        // --heartbeat-ms: how soon a restarted broker knows this producer again (default 30 s)
+        p.setHeartbeatBrokerInterval(o.integer("heartbeat-ms", 30_000));
         p.setTransactionListener(new TransactionListener() {
             @Override
             public LocalTransactionState executeLocalTransaction(Message msg, Object arg) {
