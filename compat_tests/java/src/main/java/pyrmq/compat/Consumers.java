@@ -125,6 +125,7 @@ final class Consumers {
         DefaultMQPushConsumer c = new DefaultMQPushConsumer(o.str("group"));
         c.setNamesrvAddr(o.str("namesrv"));
         c.setInstanceName(ScenarioRunner.INSTANCE_BASE + "-c" + index);
+        c.setPollNameServerInterval(o.integer("poll-namesrv-ms", 30_000));
         ScenarioRunner.applyTls(c, o);
         c.setConsumeFromWhere(fromWhere(o));
         c.subscribe(o.str("topic"), o.str("tag-expr", "*"));
@@ -160,6 +161,8 @@ final class Consumers {
         DefaultMQPushConsumer c = new DefaultMQPushConsumer(spec.group);
         c.setNamesrvAddr(o.str("namesrv"));
         c.setInstanceName(ScenarioRunner.INSTANCE_BASE + "-" + spec.instance);
+        // A master that went down leaves the client's route only at its next NameServer poll.
+        c.setPollNameServerInterval(o.integer("poll-namesrv-ms", 30_000));
         c.setConsumeFromWhere(spec.from);
         if (spec.timestamp != null) {
             c.setConsumeTimestamp(spec.timestamp);

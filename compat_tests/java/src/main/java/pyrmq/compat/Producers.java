@@ -30,6 +30,7 @@ final class Producers {
         p.setRetryTimesWhenSendFailed(o.integer("retries", 2));
         p.setRetryTimesWhenSendAsyncFailed(o.integer("retries", 2));
         p.setSendLatencyFaultEnable(o.integer("latency-fault", 0) != 0);
+        p.setPollNameServerInterval(o.integer("poll-namesrv-ms", 30_000));
         ScenarioRunner.applyTls(p, o);
         p.start();
         return p;
@@ -69,16 +70,25 @@ final class Producers {
         return new String(m.getBody(), StandardCharsets.UTF_8);
     }
 
-    static void emitSent(int i, Message m, SendResult r, String msgId, String offsetMsgId,
-        long queueOffset) {
-        Json.event("sent").put("i", i).put("body", body(m)).put("tags", m.getTags()).put("keys", m.getKeys())
+    static Json sentEvent(int i, Message m, SendResult r, String msgId, String offsetMsgId, long queueOffset) {
+        return Json.event("sent").put("i", i).put("body", body(m)).put("tags", m.getTags()).put("keys", m.getKeys())
             .put("status", r.getSendStatus().name()).put("msgId", msgId).put("offsetMsgId", offsetMsgId)
             .put("broker", r.getMessageQueue().getBrokerName()).put("queueId", r.getMessageQueue().getQueueId())
-            .put("queueOffset", queueOffset).emit();
+            .put("queueOffset", queueOffset);
+    }
+
+    static void emitSent(int i, Message m, SendResult r, String msgId, String offsetMsgId,
+        long queueOffset) {
+        sentEvent(i, m, r, msgId, offsetMsgId, queueOffset).emit();
     }
 
     static void emitSent(int i, Message m, SendResult r) {
         emitSent(i, m, r, r.getMsgId(), r.getOffsetMsgId(), r.getQueueOffset());
+    }
+
+    /** A sync send's event with its round trip ("rtMs": from the send call to its result). */
+    static void emitSent(int i, Message m, SendResult r, long rtMs) {
+        sentEvent(i, m, r, r.getMsgId(), r.getOffsetMsgId(), r.getQueueOffset()).put("rtMs", rtMs).emit();
     }
 
     static void emitSendFailed(int i, Message m, Throwable e) {
@@ -104,8 +114,9 @@ final class Producers {
                     for (int i = 0; i < count; i++) {
                         Message m = message(o, i);
                         try {
+                            long t0 = System.nanoTime();
                             SendResult r = p.send(m);
-                            emitSent(i, m, r);
+                            emitSent(i, m, r, (System.nanoTime() - t0) / 1_000_000);
                             ok++;
                             consecutive = 0;
                         } catch (Exception e) {

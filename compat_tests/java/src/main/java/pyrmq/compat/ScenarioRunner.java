@@ -36,7 +36,10 @@ import org.apache.rocketmq.client.ClientConfig;
  *         --deadline-ms D (hard stop of the JVM, default 120000), --body-size S (pad bodies to
  *         S bytes, compressible), --latency-fault 1 (sendLatencyFaultEnable),
  *         --use-tls 1 (ClientConfig.setUseTLS(true) on the producer and the push consumers of
- *         produce / consume; the JVM-wide way is -Dtls.enable=true, trust via -Dtls.client.*).
+ *         produce / consume; the JVM-wide way is -Dtls.enable=true, trust via -Dtls.client.*),
+ *         --poll-namesrv-ms M (pollNameServerInterval of producers and push consumers, default
+ *         30000: how soon a client sees a master leave or return). Sync sends of produce report
+ *         their round trip as "rtMs".
  * </pre>
  *
  * Only API present in both rocketmq-client 4.9.8 and 5.3.x (and rocketmq-tools of the same
