@@ -74,15 +74,17 @@ class HaPair:
 
 def start_pair(cluster: Cluster, master_kind: str, slave_kind: str, role: str, *,
                namesrv_kind: str | None = None, start_slave: bool = True,
-               flush_disk_type: str = "ASYNC_FLUSH", more: dict[str, str] | None = None) -> HaPair:
+               flush_disk_type: str = "ASYNC_FLUSH", more: dict[str, str] | None = None,
+               file_size: int = HA_COMMIT_LOG_FILE_SIZE) -> HaPair:
     """A NameServer (of the master's kind unless told), the master started, the slave started
-    too unless ``start_slave`` is false (then ``pair.slave.start()`` later)."""
+    too unless ``start_slave`` is false (then ``pair.slave.start()`` later). ``more``: further
+    broker.conf keys of both brokers."""
     assert role in MASTER_ROLES, role
     namesrv = cluster.namesrv(namesrv_kind or master_kind)
 
     def spec(label: str, keys: dict[str, str]) -> BrokerSpec:
         return BrokerSpec(name=BROKER_NAME, store_dir=cluster.root / f"store-{label}", namesrv_addr=namesrv.addr,
-                          flush_disk_type=flush_disk_type, commit_log_file_size=HA_COMMIT_LOG_FILE_SIZE,
+                          flush_disk_type=flush_disk_type, commit_log_file_size=file_size,
                           extra={**keys, **(more or {})})
 
     master = cluster.broker(master_kind, spec("master", ha_keys(role, 0)))
@@ -100,7 +102,9 @@ def broker_call(broker: Broker, code: int, fields: dict[str, str] | None = None,
 def runtime_info(broker: Broker) -> dict[str, str]:
     """GET_BROKER_RUNTIME_INFO: the broker's string table (both kinds: {"table": {...}})."""
     header, body = broker_call(broker, GET_BROKER_RUNTIME_INFO)
-    assert header.get("code") == 0, f"{broker}: runtime info {header}"
+    if header.get("code") != 0:
+        # Apache answers SYSTEM_ERROR (NoSuchElementException) while its commit log has no file.
+        raise ProbeError(f"{broker}: runtime info {header}")
     return lenient_json(body)["table"]
 
 
@@ -202,10 +206,11 @@ class LogComparison:
     files: int            # slave files compared
 
 
-def compare_commit_logs(pair: HaPair, file_size: int = HA_COMMIT_LOG_FILE_SIZE) -> LogComparison:
+def compare_commit_logs(pair: HaPair) -> LogComparison:
     """The slave's commit log equals the master's byte for byte, from the start of the slave's
     first file up to the slave's max offset (what both have written). Both brokers must be
     running and caught up (or the master stopped after the slave caught up)."""
+    file_size = pair.master.spec.commit_log_file_size
     slave_max = max_offset(pair.slave)
     master_files = commit_log_files(pair.master.spec.store_dir)
     slave_files = commit_log_files(pair.slave.spec.store_dir)

@@ -100,7 +100,6 @@ def test_replication_is_byte_identical_and_served_by_the_slave(cluster, client4,
 
     pair.slave.start()
     first_sync_s = wait_caught_up(pair)
-    wait_topic_on(pair.slave, topic)
     produced = client4.run("produce", namesrv=ns, topic=topic, mode="sync", count=200, body_size=1000,
                            tags="TagA,TagB")
     assert_acked_by(produced.sent, 200, {BROKER_NAME: pair.master.addr})
@@ -111,6 +110,8 @@ def test_replication_is_byte_identical_and_served_by_the_slave(cluster, client4,
     assert compared.slave_start > 0
     assert compared.compared_bytes == max_offset(pair.slave) - compared.slave_start
     print(f"{pair.label}: first catch-up {first_sync_s:.1f}s, compared {compared}")
+    # The slave serves the topic once it has copied the master's topic configs (every 10 s).
+    wait_topic_on(pair.slave, topic)
 
     # The master leaves; the NameServer keeps the brokerName with the slave alone, and the pull
     # consumer reads the topic from the slave's own consume queues.
