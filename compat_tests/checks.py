@@ -59,6 +59,23 @@ def assert_received_exactly(sent: list[dict], received: list[dict], check_msg_id
         assert r["commitLogOffset"] == decode_offset_msg_id(s["offsetMsgId"])[2], (s, r)
 
 
+def assert_two_consumers_split(run, server: Server, count: int) -> None:
+    """A run of two consumers of one group over a 4-queue topic (a ``balanced`` event, ``recv``
+    events with the consumer index ``c``): every message sent once, disjoint non-empty queue sets
+    covering all four, each consumer received exactly from its own queues."""
+    assert run.summary["complete"], run.describe()
+    assert_sent_ok(run.sent, count, server)
+    assert_received_exactly(run.sent, run.received)
+    (balanced,) = run.of("balanced")
+    assignment = [set(q) for q in balanced["assignment"]]
+    assert all(assignment) and not (assignment[0] & assignment[1])
+    assert assignment[0] | assignment[1] == {0, 1, 2, 3}
+    for c in (0, 1):
+        mine = [e for e in run.received if e["c"] == c]
+        assert mine, f"consumer {c} received nothing"
+        assert {e["queueId"] for e in mine} == assignment[c]
+
+
 def assert_dense_queues(received: list[dict]) -> None:
     """Per queue, the received offsets are exactly 0..n-1 (a fresh topic read from the start)."""
     per_queue: dict[int, list[int]] = defaultdict(list)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from compat_tests.checks import assert_dense_queues, assert_received_exactly, assert_sent_ok
+from compat_tests.checks import assert_dense_queues, assert_received_exactly, assert_sent_ok, assert_two_consumers_split
 
 pytestmark = pytest.mark.compat
 
@@ -74,17 +74,7 @@ def test_two_push_consumers_split_queues(server, java_client, names):
     count = 40
     run = java_client.run("consume", namesrv=server.namesrv_addr, topic=names.topic, group=names.group,
                           create_topic=4, consumers=2, wait_balanced=1, produce=count, idle_ms=1500)
-    assert run.summary["complete"], run.describe()
-    assert_sent_ok(run.sent, count, server)
-    assert_received_exactly(run.sent, run.received)
-    (balanced,) = run.of("balanced")
-    assignment = [set(q) for q in balanced["assignment"]]
-    assert all(assignment) and not (assignment[0] & assignment[1])
-    assert assignment[0] | assignment[1] == {0, 1, 2, 3}
-    for c in (0, 1):
-        mine = [e for e in run.received if e["c"] == c]
-        assert mine, f"consumer {c} received nothing"
-        assert {e["queueId"] for e in mine} == assignment[c]
+    assert_two_consumers_split(run, server, count)
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from compat_tests import goclient
-from compat_tests.checks import assert_dense_queues, assert_received_exactly, assert_sent_ok
+from compat_tests.checks import assert_dense_queues, assert_received_exactly, assert_sent_ok, assert_two_consumers_split
 from compat_tests.servers import LOOPBACK, remoting_call
 
 pytestmark = pytest.mark.compat
@@ -64,17 +64,7 @@ def test_go_two_push_consumers_split_queues(server, go_client, names):
     count = 40
     run = go_client.run("push-consume", namesrv=server.namesrv_addr, topic=names.topic, group=names.group,
                         consumers=2, create_topic=4, broker=server.broker_addr, produce=count, idle_ms=1500)
-    assert run.summary["complete"], run.describe()
-    assert_sent_ok(run.sent, count, server)
-    assert_received_exactly(run.sent, run.received)
-    (balanced,) = run.of("balanced")
-    assignment = [set(q) for q in balanced["assignment"]]
-    assert all(assignment) and not (assignment[0] & assignment[1])
-    assert assignment[0] | assignment[1] == {0, 1, 2, 3}
-    for c in (0, 1):
-        mine = [e for e in run.received if e["c"] == c]
-        assert mine, f"consumer {c} received nothing"
-        assert {e["queueId"] for e in mine} == assignment[c]
+    assert_two_consumers_split(run, server, count)
 
 
 @pytest.mark.parametrize("tag_expr", ["*", "TagB"])

@@ -67,6 +67,7 @@ class BrokerConfig:
     register_name_server_period: int = 30_000
     region_id: str = "DefaultRegion"
     trace_on: bool = True
+    store_reply_message_enable: bool = True   # replies (request/reply) are stored as well as pushed
     fast_port_enable: bool = True    # also listen on listenPort - 2 (the "VIP channel" of old clients)
     max_frame_bytes: int = 16 * 1024 * 1024
     # Apache's NettyServerConfig key: a connection without a complete frame for this long is closed.

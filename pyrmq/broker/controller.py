@@ -15,6 +15,7 @@ from pyrmq.broker.acl.validator import AclValidator
 from pyrmq.broker.acl.watcher import AclFileWatcher
 from pyrmq.broker.admin_processor import register_admin_processors
 from pyrmq.broker.allocate_service import AllocateService
+from pyrmq.broker.assignment_processor import QueryAssignmentProcessor
 from pyrmq.broker.client_manager import ConsumerManager, ProducerManager
 from pyrmq.broker.client_processor import register_client_processors
 from pyrmq.broker.config import BrokerRole, ConfigError, LoadedConfig
@@ -26,6 +27,7 @@ from pyrmq.broker.namesrv_registration import NamesrvRegistration
 from pyrmq.broker.offsets_and_groups import ConsumerOffsetManager, SubscriptionGroupManager
 from pyrmq.broker.pull_processor import PullMessageProcessor
 from pyrmq.broker.rebalance_lock import RebalanceLockManager
+from pyrmq.broker.reply_processor import ReplyMessageProcessor
 from pyrmq.broker.schedule_service import ScheduleMessageService, parse_delay_levels
 from pyrmq.broker.send_processor import SendMessageProcessor
 from pyrmq.broker.slave_sync import SlaveSynchronize
@@ -113,6 +115,13 @@ class BrokerController:
             config=self.config, store=self.store, topics=self.topic_config_manager,
             groups=self.subscription_group_manager, flush_service=self.flush_service, stats=self.stats,
             max_delay_level=self.schedule_service.max_level, replicas=self.ha_service)
+        self.reply_processor = ReplyMessageProcessor(
+            send=self.send_processor, producers=self.producer_manager, consumers=self.consumer_manager,
+            store_reply=self.config.store_reply_message_enable)
+        self.assignment_processor = QueryAssignmentProcessor(
+            broker_name=self.config.broker_name, topics=self.topic_config_manager,
+            groups=self.subscription_group_manager, consumers=self.consumer_manager,
+            namesrv_addrs=lambda: self.config.namesrv_addrs)
         self.pull_processor = PullMessageProcessor(
             config=self.config, store=self.store, topics=self.topic_config_manager,
             groups=self.subscription_group_manager, consumers=self.consumer_manager,
@@ -165,9 +174,12 @@ class BrokerController:
             table.register(code, self.send_processor.process)
         table.register(RequestCode.CONSUMER_SEND_MSG_BACK, self.send_processor.consumer_send_msg_back)
         table.register(RequestCode.END_TRANSACTION, self.end_transaction_processor.process)
+        for code in (RequestCode.SEND_REPLY_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2):
+            table.register(code, self.reply_processor.process)
         if pull:
             table.register(RequestCode.PULL_MESSAGE, self.pull_processor.process)
             table.register(RequestCode.LITE_PULL_MESSAGE, self.pull_processor.process)
+        self.assignment_processor.register(table)
         register_client_processors(
             table, config=self.config, consumers=self.consumer_manager, producers=self.producer_manager,
             groups=self.subscription_group_manager, offsets=self.consumer_offset_manager,
@@ -232,6 +244,7 @@ class BrokerController:
         await trio.to_thread.run_sync(self.load)
         try:
             async with RemotingClient(ssl_context=self.client_ssl_context) as client:
+                self.assignment_processor.client = client   # routes for QUERY_ASSIGNMENT
                 async with trio.open_nursery() as nursery:
                     if self.ha_service is not None:
                         await nursery.start(self.ha_service.serve)

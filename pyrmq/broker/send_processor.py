@@ -135,6 +135,15 @@ def _optional_int(header: dict[str, str], name: str, default: int) -> int:
     return parse_java_int(value, bits=32) if value else default
 
 
+def required_send_fields(header: dict[str, str], keys: _Keys) -> tuple[str, int, int, int, int]:
+    """The send header's required fields, checked as Java does: topic, queueId, sysFlag,
+    bornTimestamp, flag (producerGroup must be present too)."""
+    topic = _required(header, keys.topic)
+    _required(header, keys.producer_group)
+    return (topic, _required_int(header, keys.queue_id), _required_int(header, keys.sys_flag),
+            _required_int(header, keys.born_timestamp, bits=64), _required_int(header, keys.flag))
+
+
 def _split_addr(addr: str) -> tuple[str, int]:
     host, _, port = addr.rpartition(":")
     return host.strip("[]"), int(port)
@@ -165,12 +174,7 @@ class SendMessageProcessor:
     def process(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | Deferred:
         header = request.ext_fields or {}
         keys = _V2_KEYS if "b" in header else _V1_KEYS
-        topic = _required(header, keys.topic)
-        _required(header, keys.producer_group)
-        queue_id = _required_int(header, keys.queue_id)
-        sys_flag = _required_int(header, keys.sys_flag)
-        born_timestamp = _required_int(header, keys.born_timestamp, bits=64)
-        flag = _required_int(header, keys.flag)
+        topic, queue_id, sys_flag, born_timestamp, flag = required_send_fields(header, keys)
         topic_config = self._check(request, header, keys, topic, queue_id)
         if isinstance(topic_config, RemotingCommand):
             return topic_config

@@ -52,6 +52,20 @@ final class Compat {
         }
     }
 
+    /**
+     * DefaultMQPushConsumer.setClientRebalance(enabled): 5.x only. With false the consumer asks a
+     * broker for its queues (QUERY_ASSIGNMENT) instead of allocating them itself.
+     */
+    static void setClientRebalance(DefaultMQPushConsumer c, boolean enabled) throws Exception {
+        Method m;
+        try {
+            m = DefaultMQPushConsumer.class.getMethod("setClientRebalance", boolean.class);
+        } catch (NoSuchMethodException e) {
+            throw new IllegalArgumentException("--client-rebalance needs rocketmq-client 5.x", e);
+        }
+        call(c, m, enabled);
+    }
+
     /** DefaultMQPushConsumer.setMessageModel(MessageModel.valueOf(name)). */
     @SuppressWarnings({"unchecked", "rawtypes"})
     static void setMessageModel(DefaultMQPushConsumer c, String name) throws Exception {

@@ -121,13 +121,16 @@ final class Consumers {
     }
 
     static DefaultMQPushConsumer startPushConsumer(Options o, int index, Received received)
-        throws MQClientException {
+        throws Exception {
         DefaultMQPushConsumer c = new DefaultMQPushConsumer(o.str("group"));
         c.setNamesrvAddr(o.str("namesrv"));
         c.setInstanceName(ScenarioRunner.INSTANCE_BASE + "-c" + index);
         c.setPollNameServerInterval(o.integer("poll-namesrv-ms", 30_000));
         ScenarioRunner.applyTls(c, o);
         c.setConsumeFromWhere(fromWhere(o));
+        if (o.integer("client-rebalance", 1) == 0) {
+            Compat.setClientRebalance(c, false);
+        }
         c.subscribe(o.str("topic"), o.str("tag-expr", "*"));
         c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
             for (MessageExt m : msgs) {

@@ -15,6 +15,7 @@ import org.apache.rocketmq.client.ClientConfig;
  *               [--interval-ms 0] [--stop-after-failures F] [--retries 2]
  * consume       push consumer(s): --group G --count N [--consumers K] [--tag-expr '*']
  *               [--wait-balanced 0|1] [--produce M] [--idle-ms 1000] [--timeout-ms 30000]
+ *               [--client-rebalance 0] (5.x: queues from the broker, QUERY_ASSIGNMENT)
  * litepull      DefaultLitePullConsumer: --group G --count N [--tag-expr] [--idle-ms] [--timeout-ms]
  * pull          DefaultMQPullConsumer, every queue from offset 0 to the end: --group G [--tag-expr]
  * longpoll      one push consumer waits, then --attempts A single sends, each after --idle-ms
@@ -31,6 +32,8 @@ import org.apache.rocketmq.client.ClientConfig;
  * chaos-produce orderly sends by key for --duration-ms, retried until acknowledged (Chaos)
  * transaction   TransactionMQProducer: local and check answers, a kill between half and commit (Transactions)
  * chaos-consume push consumers of one group until --duration-ms and --idle-ms passed (Chaos)
+ * request       request/reply: a replying push consumer, DefaultMQProducer.request() sync and async
+ *               --group G --count N [--mode sync|async|both] (Requests)
  *
  * Common: --create-topic Q (create the topic first), --body-prefix P (default: the topic),
  *         --deadline-ms D (hard stop of the JVM, default 120000), --body-size S (pad bodies to
@@ -113,6 +116,9 @@ public final class ScenarioRunner {
                     break;
                 case "transaction":
                     Transactions.run(o);
+                    break;
+                case "request":
+                    Requests.run(o);
                     break;
                 case "create-topic":
                     Producers.createTopic(o, o.str("topic"), o.integer("queues", 4));
