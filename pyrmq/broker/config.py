@@ -77,6 +77,10 @@ class BrokerConfig:
     # pyrmq's own: a peer that takes no part of its answers for this many seconds is disconnected.
     server_channel_write_timeout_seconds: int = 30
     notify_consumer_ids_changed_enable: bool = True
+    # Apache 5.x NettyServerConfig keys: a graceful stop first answers every request of a client
+    # newer than 5.3.1 with GO_AWAY for this many seconds (the client reconnects and retries).
+    enable_shutdown_gracefully: bool = False
+    shutdown_wait_time_seconds: int = 30
     channel_expired_timeout: int = 120_000
     flush_consumer_offset_interval: int = 5000
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"

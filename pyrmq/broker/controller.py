@@ -37,7 +37,8 @@ from pyrmq.broker.admin_processor import TRANSACTION_PENDING_KEY
 from pyrmq.broker.end_transaction import EndTransactionProcessor
 from pyrmq.codec import fastjson
 from pyrmq.broker.transaction_check import TransactionCheckService
-from pyrmq.codec.codes import RequestCode
+from pyrmq.codec.codes import RequestCode, ResponseCode
+from pyrmq.codec.remoting import RemotingCommand
 from pyrmq.ha.config import HAConfig
 from pyrmq.ha.master_service import HAService
 from pyrmq.ha.slave_client import HAClient
@@ -45,7 +46,7 @@ from pyrmq.common.guard import ServiceGuard
 from pyrmq.common.persister import ConfigPersister
 from pyrmq.remoting.channel import Channel
 from pyrmq.remoting.client import RemotingClient
-from pyrmq.remoting.dispatch import ProcessorTable
+from pyrmq.remoting.dispatch import ProcessorTable, RequestError
 from pyrmq.remoting.server import RemotingServer
 from pyrmq.remoting.tls import tls_listener_wrapper
 from pyrmq.remoting.tls_context import client_ssl_context
@@ -54,6 +55,8 @@ from pyrmq.store.message_store import DefaultMessageStore
 log = logging.getLogger(__name__)
 
 CLIENT_SCAN_INTERVAL_S = 10.0
+# MQVersion.Version.V5_3_1.ordinal(): only requests of newer clients are answered GO_AWAY (Apache 5.3).
+GO_AWAY_AFTER_VERSION = 475
 # How long a graceful stop lets in-flight work (sync flushes, held pulls) finish.
 SHUTDOWN_GRACE_S = 3.0
 
@@ -155,6 +158,7 @@ class BrokerController:
                                               **deadlines)
         self._stopping = trio.Event()
         self._stopped = trio.Event()
+        self._going_away = False
 
     def _load_acl(self) -> AclFileWatcher:
         """The ACL rules are read before any port opens; a file that does not parse stops the start."""
@@ -170,6 +174,7 @@ class BrokerController:
         table = ProcessorTable("broker")
         if self.acl_watcher is not None:
             table.add_check(self.acl_watcher.validator.check)
+        table.add_check(self._go_away)
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
             table.register(code, self.send_processor.process)
         table.register(RequestCode.CONSUMER_SEND_MSG_BACK, self.send_processor.consumer_send_msg_back)
@@ -203,6 +208,11 @@ class BrokerController:
         return {TRANSACTION_PENDING_KEY: fastjson.dumps(self.transaction_check_service.pending_by_group())}
 
     # --- hooks ----------------------------------------------------------------------------
+
+    def _go_away(self, channel: Channel, request: RemotingCommand) -> None:
+        """During a graceful stop with enableShutdownGracefully: 5.3.2+ clients are told to go."""
+        if self._going_away and request.version > GO_AWAY_AFTER_VERSION:
+            raise RequestError(ResponseCode.GO_AWAY, "please go away")
 
     def _on_channel(self, channel: Channel) -> None:
         channel.on_close(self._on_channel_closed)
@@ -279,11 +289,19 @@ class BrokerController:
             self._stopped.set()
 
     async def _graceful_stop(self, client: RemotingClient, nursery: trio.Nursery) -> None:
+        if self.config.enable_shutdown_gracefully:
+            # Apache 5.3: the port stays open for shutdownWaitTimeSeconds while every request of a
+            # 5.3.2+ client is answered GO_AWAY; out of the routes first, so clients move on.
+            log.info("broker stopping: answering GO_AWAY for %d s", self.config.shutdown_wait_time_seconds)
+            self._going_away = True
+            if self.config.namesrv_addrs:
+                await self.registration.unregister_all(client)
+            await trio.sleep(self.config.shutdown_wait_time_seconds)
         log.info("broker stopping: no new connections, finishing in-flight work")
         self.server.stop_accepting()
         if self.fast_server is not None:
             self.fast_server.stop_accepting()
-        if self.config.namesrv_addrs:
+        if self.config.namesrv_addrs and not self._going_away:
             await self.registration.unregister_all(client)
         self.pull_processor.hold_service.wake_all()
         with trio.move_on_after(SHUTDOWN_GRACE_S):

@@ -87,3 +87,4 @@ class ResponseCode:
     FILTER_DATA_NOT_EXIST = 27
     FILTER_DATA_NOT_LATEST = 28
     CONSUMER_NOT_ONLINE = 206
+    GO_AWAY = 1500   # 5.x: the server is shutting down; reconnect elsewhere

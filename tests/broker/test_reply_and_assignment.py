@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import trio
 
 from pyrmq.broker.assignment_processor import allocate_averagely, allocate_by_circle
@@ -115,3 +116,52 @@ async def test_query_assignment_splits_the_group_and_pop_is_refused(cluster):
             assert mode.code == 0
             pop = await a.invoke(cluster.broker_addr, make_request(200050, {"consumerGroup": "qa_g", "topic": "TopicQA"}))
             assert pop.code == 3 and "POP consumption is not supported" in pop.remark
+
+
+@pytest.mark.parametrize("broker_overrides", [{"enableShutdownGracefully": "true", "shutdownWaitTimeSeconds": "1"}])
+async def test_graceful_stop_answers_go_away_to_new_clients_only(cluster):
+    """Apache 5.3's gate: GO_AWAY (1500) only to requests whose version is above V5_3_1 (475)."""
+    with trio.fail_after(10):
+        assert (await send(cluster.client, cluster.broker_addr, "TopicGA", b"before")).code == 0
+        async with RemotingClient() as client:
+            await client.channel(cluster.broker_addr)   # connected before the stop begins
+            cluster.broker.stop()
+            while not cluster.broker._going_away:
+                await trio.sleep(0.005)
+            request = make_request(RequestCode.GET_MAX_OFFSET, {"topic": "TopicGA", "queueId": "0"})
+            request.version = 479   # V5_3_3
+            answer = await client.invoke(cluster.broker_addr, request)
+            assert (answer.code, answer.remark) == (1500, "please go away")
+            request = make_request(RequestCode.GET_MAX_OFFSET, {"topic": "TopicGA", "queueId": "0"})
+            request.version = 409   # V4_9_8: served as before
+            answer = await client.invoke(cluster.broker_addr, request)
+            assert (answer.code, answer.ext_fields["offset"]) == (0, "1")
+
+
+async def test_static_topic_ext_fields_are_tolerated(cluster):
+    """5.x clients may add RpcRequestHeader / TopicQueueRequestHeader fields (bname, lo, oway, nsd,
+    ns) to sends, pulls and offset requests; pyrmq serves those requests as if they were absent."""
+    rpc = {"bname": "broker-a", "lo": "false", "oway": "false", "nsd": "false", "ns": ""}
+    with trio.fail_after(10):
+        sent = await send(cluster.client, cluster.broker_addr, "TopicST", b"x", extra=None)
+        assert sent.code == 0
+        request = make_request(RequestCode.SEND_MESSAGE_V2, {**rpc, "a": "pg", "b": "TopicST", "c": "TBW102", "d": "4",
+                                                             "e": "0", "f": "0", "g": "1", "h": "0", "i": ""}, b"y")
+        assert (await cluster.client.invoke(cluster.broker_addr, request)).code == 0
+        pulled = make_request(RequestCode.PULL_MESSAGE, {
+            **rpc, "consumerGroup": "st_g", "topic": "TopicST", "queueId": "0", "queueOffset": "0", "maxMsgNums": "32",
+            "sysFlag": "4", "commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*", "subVersion": "0",
+            "expressionType": "TAG"})
+        answer = await cluster.client.invoke(cluster.broker_addr, pulled)
+        assert answer.code == 0 and answer.ext_fields["nextBeginOffset"] == "2"
+        update = make_request(RequestCode.UPDATE_CONSUMER_OFFSET, {
+            **rpc, "consumerGroup": "st_g", "topic": "TopicST", "queueId": "0", "commitOffset": "2"})
+        assert (await cluster.client.invoke(cluster.broker_addr, update)).code == 0
+        query = make_request(RequestCode.QUERY_CONSUMER_OFFSET, {
+            **rpc, "consumerGroup": "st_g", "topic": "TopicST", "queueId": "0"})
+        answer = await cluster.client.invoke(cluster.broker_addr, query)
+        assert (answer.code, answer.ext_fields["offset"]) == (0, "2")
+        for code in (RequestCode.GET_MAX_OFFSET, RequestCode.GET_MIN_OFFSET):
+            answer = await cluster.client.invoke(cluster.broker_addr, make_request(
+                code, {**rpc, "topic": "TopicST", "queueId": "0"}))
+            assert answer.code == 0
