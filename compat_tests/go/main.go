@@ -25,6 +25,10 @@
 //	admin-create-topic --broker ADDR --queues Q
 //	admin-delete-topic [--broker ADDR]
 //	route           the topic's publish queues as the Go client sees them (GET_ROUTEINFO_BY_TOPIC)
+//	request         --count N --create-topic Q --broker ADDR: a replier (push consumer in --group
+//	                answering with consumer.CreateReplyMessage, SEND_REPLY_MESSAGE 324) and a
+//	                requester: N Producer.Request (sync), then N RequestAsync; events reply,
+//	                request_failed, replied, reply_failed
 //
 // ACL 1.0: --access-key AK --secret-key SK make every client of the scenario sign its requests
 // (primitive.Credentials: the producer, push and pull consumers, admin).
@@ -822,6 +826,106 @@ func runPoll(o *options, deadline time.Time) {
 	emit("summary", event{"received": got.count(), "expected": o.count, "complete": got.count() == o.count})
 }
 
+// ---------------------------------------------------------------------------------- request/reply
+
+func runRequest(o *options) {
+	createTopic(o, o.createTopic)
+	waitRoute(o, 30*time.Second)
+	replyOpts := *o
+	replyOpts.group = "PG_reply_" + o.group
+	replier := newProducer(&replyOpts)
+	pc, err := rocketmq.NewPushConsumer(consumerOptions(o,
+		consumer.WithNameServer([]string{o.namesrv}),
+		consumer.WithGroupName(o.group),
+		consumer.WithInstance(instanceName("replier")),
+		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
+	)...)
+	if err != nil {
+		fail(fmt.Errorf("new push consumer: %w", err))
+	}
+	err = pc.Subscribe(o.topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "*"},
+		func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+			for _, m := range msgs {
+				body := []byte("reply:" + string(m.Body))
+				reply, err := consumer.CreateReplyMessage(m, body)
+				if err == nil {
+					// v2.1.2's CreateReplyMessage parses the body as properties and leaves the
+					// reply's body empty; set it as the function's contract says.
+					reply.Body = body
+					var r *primitive.SendResult
+					if r, err = replier.SendSync(context.Background(), reply); err == nil {
+						emit("replied", event{"body": string(m.Body), "topic": reply.Topic, "status": sendStatus(r.Status)})
+						continue
+					}
+				}
+				emit("reply_failed", event{"body": string(m.Body), "error": err.Error()})
+			}
+			return consumer.ConsumeSuccess, nil
+		})
+	if err != nil {
+		fail(fmt.Errorf("subscribe: %w", err))
+	}
+	if err := pc.Start(); err != nil {
+		fail(fmt.Errorf("start push consumer: %w", err))
+	}
+	requester := newProducer(o)
+	// One plain send first: the requester learns the broker, so the heartbeat each request sends
+	// reaches it and the broker can push the replies to this client.
+	if _, err := requester.SendSync(context.Background(), primitive.NewMessage(o.topic, []byte("warm-up"))); err != nil {
+		fail(fmt.Errorf("warm-up send: %w", err))
+	}
+	timeout := 10 * time.Second
+	ok, failed := 0, 0
+	for i := 0; i < o.count; i++ {
+		m := message(o, i)
+		start := time.Now()
+		reply, err := requester.Request(context.Background(), timeout, m)
+		if err != nil {
+			emit("request_failed", event{"i": i, "mode": "sync", "error": err.Error()})
+			failed++
+			continue
+		}
+		emit("reply", event{"i": i, "mode": "sync", "request": string(m.Body), "body": string(reply.Body),
+			"topic": reply.Topic, "correlationId": reply.GetProperty(primitive.PropertyCorrelationID),
+			"ms": time.Since(start).Milliseconds()})
+		ok++
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for i := o.count; i < 2*o.count; i++ {
+		i, m, start := i, message(o, i), time.Now()
+		wg.Add(1)
+		err := requester.RequestAsync(context.Background(), timeout, func(ctx context.Context, reply *primitive.Message, err error) {
+			defer wg.Done()
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				emit("request_failed", event{"i": i, "mode": "async", "error": err.Error()})
+				failed++
+				return
+			}
+			emit("reply", event{"i": i, "mode": "async", "request": string(m.Body), "body": string(reply.Body),
+				"topic": reply.Topic, "correlationId": reply.GetProperty(primitive.PropertyCorrelationID),
+				"ms": time.Since(start).Milliseconds()})
+			ok++
+		}, m)
+		if err != nil {
+			wg.Done()
+			mu.Lock()
+			emit("request_failed", event{"i": i, "mode": "async", "error": err.Error()})
+			failed++
+			mu.Unlock()
+		}
+	}
+	wg.Wait()
+	shutdown("requester", requester.Shutdown)
+	shutdown("push consumer", pc.Shutdown)
+	shutdown("replier", replier.Shutdown)
+	mu.Lock()
+	emit("summary", event{"ok": ok, "failed": failed})
+	mu.Unlock()
+}
+
 // ---------------------------------------------------------------------------------- main
 
 func main() {
@@ -864,6 +968,8 @@ func main() {
 		runAdminDeleteTopic(o)
 	case "route":
 		runRoute(o)
+	case "request":
+		runRequest(o)
 	default:
 		fmt.Fprintf(os.Stderr, "unknown scenario %q\n", scenario)
 		os.Exit(2)
