@@ -868,12 +868,10 @@ func runRequest(o *options) {
 	if err := pc.Start(); err != nil {
 		fail(fmt.Errorf("start push consumer: %w", err))
 	}
+	// No send before the first request: a request to a topic whose route the client does not know
+	// yet fetches it and heartbeats to its brokers, so the broker can push the reply to this client;
+	// once the route is known only the periodic (30 s) heartbeat would register it.
 	requester := newProducer(o)
-	// One plain send first: the requester learns the broker, so the heartbeat each request sends
-	// reaches it and the broker can push the replies to this client.
-	if _, err := requester.SendSync(context.Background(), primitive.NewMessage(o.topic, []byte("warm-up"))); err != nil {
-		fail(fmt.Errorf("warm-up send: %w", err))
-	}
 	timeout := 10 * time.Second
 	ok, failed := 0, 0
 	for i := 0; i < o.count; i++ {
@@ -895,7 +893,14 @@ func runRequest(o *options) {
 	for i := o.count; i < 2*o.count; i++ {
 		i, m, start := i, message(o, i), time.Now()
 		wg.Add(1)
+		var once sync.Once
 		err := requester.RequestAsync(context.Background(), timeout, func(ctx context.Context, reply *primitive.Message, err error) {
+			// v2.1.2 runs the callback again when it drops the answered request from its cache.
+			first := false
+			once.Do(func() { first = true })
+			if !first {
+				return
+			}
 			defer wg.Done()
 			mu.Lock()
 			defer mu.Unlock()
