@@ -853,7 +853,19 @@ func runRequest(o *options) {
 					// reply's body empty; set it as the function's contract says.
 					reply.Body = body
 					var r *primitive.SendResult
-					if r, err = replier.SendSync(context.Background(), reply); err == nil {
+					// The first request can reach the replier before the requester's first
+					// heartbeat reaches the broker (on Apache as on pyrmq): the broker then
+					// answers "channel of <id> not found". Retried after a second, as the Go
+					// client's own rpc example waits a second before replying.
+					for attempt := 0; attempt < 5; attempt++ {
+						if r, err = replier.SendSync(context.Background(), reply); err == nil ||
+							!strings.Contains(err.Error(), "not found") {
+							break
+						}
+						emit("reply_retry", event{"body": string(m.Body), "error": err.Error()})
+						time.Sleep(time.Second)
+					}
+					if err == nil {
 						emit("replied", event{"body": string(m.Body), "topic": reply.Topic, "status": sendStatus(r.Status)})
 						continue
 					}
