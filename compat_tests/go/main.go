@@ -834,6 +834,7 @@ func runRequest(o *options) {
 	replyOpts := *o
 	replyOpts.group = "PG_reply_" + o.group
 	replier := newProducer(&replyOpts)
+	var replied int64 // replies the replier's SendSync acknowledged
 	pc, err := rocketmq.NewPushConsumer(consumerOptions(o,
 		consumer.WithNameServer([]string{o.namesrv}),
 		consumer.WithGroupName(o.group),
@@ -867,6 +868,7 @@ func runRequest(o *options) {
 					}
 					if err == nil {
 						emit("replied", event{"body": string(m.Body), "topic": reply.Topic, "status": sendStatus(r.Status)})
+						atomic.AddInt64(&replied, 1)
 						continue
 					}
 				}
@@ -935,6 +937,11 @@ func runRequest(o *options) {
 		}
 	}
 	wg.Wait()
+	// The requester can hold a reply before the replier's send of it has returned (the broker
+	// pushes first, then answers the replier): wait for those answers before shutting down.
+	for end := time.Now().Add(5 * time.Second); atomic.LoadInt64(&replied) < int64(ok) && time.Now().Before(end); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	shutdown("requester", requester.Shutdown)
 	shutdown("push consumer", pc.Shutdown)
 	shutdown("replier", replier.Shutdown)
