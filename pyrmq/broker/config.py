@@ -240,6 +240,9 @@ def _validate(broker: BrokerConfig, store: MessageStoreConfig) -> None:
         raise ConfigError("broker.conf: mappedFileSizeConsumeQueue must be a multiple of 20")
     if store.mapped_file_size_commit_log < 4096:
         raise ConfigError("broker.conf: mappedFileSizeCommitLog must be at least 4096")
+    for key in ("timerPrecisionMs", "timerMaxDelaySec", "timerFlushIntervalMs", "mappedFileSizeTimerLog"):
+        if getattr(store, _snake(key)) <= 0:
+            raise ConfigError(f"broker.conf: {key} must be positive")
     hours = [h.strip() for h in store.delete_when.split(";")]
     if not all(h.isdigit() and int(h) < 24 for h in hours):
         raise ConfigError(f"broker.conf: deleteWhen={store.delete_when!r} must be hours of the day (0-23) "

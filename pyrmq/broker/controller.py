@@ -30,6 +30,7 @@ from pyrmq.broker.schedule_service import ScheduleMessageService, parse_delay_le
 from pyrmq.broker.send_processor import SendMessageProcessor
 from pyrmq.broker.slave_sync import SlaveSynchronize
 from pyrmq.broker.store_clean_task import StoreCleanTask
+from pyrmq.broker.timer_service import TimerService
 from pyrmq.broker.topic_config import TopicConfigManager
 from pyrmq.codec.codes import RequestCode
 from pyrmq.ha.config import HAConfig
@@ -89,6 +90,8 @@ class BrokerController:
         self.schedule_service = ScheduleMessageService(self, parse_delay_levels(self.config.message_delay_level))
         # a slave copies topics, groups and offsets from its master (run only on a SLAVE)
         self.slave_sync = SlaveSynchronize(self)
+        # 5.x timer messages (docs/MESSAGING.md); sends are refused as Apache does when disabled
+        self.timer_service = TimerService(self.store) if self.store_config.timer_wheel_enable else None
         # config JSON files are written from worker threads, many changes to one write
         self.config_persister = ConfigPersister()
         for config_file in (self.topic_config_manager, self.subscription_group_manager,
@@ -204,6 +207,8 @@ class BrokerController:
         self.schedule_service.load()
         self.store.load()
         self.store.start()
+        if self.timer_service is not None:
+            self.timer_service.load()
         # the disk guard's first reading before any port opens (Apache takes it 1 s after start):
         # a broker started on a full disk refuses writes from its first request on
         self.store.clean_service.check_disk_space()
@@ -236,6 +241,8 @@ class BrokerController:
                         nursery.start_soon(self.acl_watcher.run)
                     if not self.is_slave:   # a slave takes the master's progress, it does not deliver
                         nursery.start_soon(self.schedule_service.run)
+                        if self.timer_service is not None:
+                            nursery.start_soon(self.timer_service.run)
                     if self.config.namesrv_addrs:
                         await nursery.start(self.registration.run, client)
                     if self.is_slave:
@@ -273,6 +280,8 @@ class BrokerController:
                 persist()
             except OSError as exc:
                 log.error("persisting config at shutdown failed: %s", exc)
+        if self.timer_service is not None:
+            self.timer_service.shutdown()
         self.store.shutdown()
         log.info("broker stopped")
 

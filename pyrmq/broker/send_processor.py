@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import logging
 import random
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import trio
 
 from pyrmq.broker.config import BrokerRole
 from pyrmq.broker.offsets_and_groups import required_group
 from pyrmq.broker.schedule_service import redirect_to_schedule
+from pyrmq.broker.timer_service import clear_timer_properties, transform_timer_message, wall_clock_ms
 from pyrmq.broker.topic_config import (
     DLQ_GROUP_TOPIC_PREFIX,
     NOT_ALLOWED_SEND_TOPICS,
@@ -134,6 +135,14 @@ def _optional_int(header: dict[str, str], name: str, default: int) -> int:
     return parse_java_int(value, bits=32) if value else default
 
 
+def _delay_level(properties: dict[str, str]) -> int:
+    """Java getDelayTimeLevel, 0 when absent (or, here, not a number)."""
+    try:
+        return int(properties.get(MessageConst.PROPERTY_DELAY_TIME_LEVEL, "0"))
+    except ValueError:
+        return 0
+
+
 def _split_addr(addr: str) -> tuple[str, int]:
     host, _, port = addr.rpartition(":")
     return host.strip("[]"), int(port)
@@ -144,7 +153,8 @@ class SendMessageProcessor:
 
     def __init__(self, *, config: BrokerConfig, store: DefaultMessageStore, topics: TopicConfigManager,
                  groups: SubscriptionGroupManager, flush_service: FlushService, stats: BrokerStats,
-                 max_delay_level: int, replicas: HAService | None = None) -> None:
+                 max_delay_level: int, replicas: HAService | None = None,
+                 clock: Callable[[], int] = wall_clock_ms) -> None:
         self.config = config
         self.store = store
         self.topics = topics
@@ -155,6 +165,7 @@ class SendMessageProcessor:
         self.slave_timeout_s = config.slave_timeout / 1000
         self.stats = stats
         self.max_delay_level = max_delay_level
+        self.clock = clock   # wall clock ms: timer messages' delivery times
         self.store_host = (config.broker_ip1, config.listen_port)
         self.cluster_name = config.broker_cluster_name
         self.sync_flush = store.config.flush_disk_type is FlushDiskType.SYNC_FLUSH
@@ -213,8 +224,11 @@ class SendMessageProcessor:
             if wait_value is not None:
                 del properties[MessageConst.PROPERTY_WAIT_STORE_MSG_OK]
             store_topic, store_queue_id = topic, queue_id
-            if (MessageSysFlag.transaction_value(sys_flag) in _DELAYABLE
-                    and MessageConst.PROPERTY_DELAY_TIME_LEVEL in properties):
+            delayable = MessageSysFlag.transaction_value(sys_flag) in _DELAYABLE
+            if delayable and _delay_level(properties) > 0:
+                # as Apache 5: a delay level wins, the timer properties go
+                clear_timer_properties(properties)
+            if delayable and MessageConst.PROPERTY_DELAY_TIME_LEVEL in properties:
                 if wait_value is not None:
                     properties[MessageConst.PROPERTY_WAIT_STORE_MSG_OK] = wait_value
                 parked = redirect_to_schedule(properties, topic, queue_id, self.max_delay_level)
@@ -223,6 +237,13 @@ class SendMessageProcessor:
                 elif wait_value is not None:
                     del properties[MessageConst.PROPERTY_WAIT_STORE_MSG_OK]
                 entries_held = max(entries_held, len(properties))
+            if delayable and store_topic == topic:
+                timer = self._timer(request, properties, topic, queue_id, wait_value)
+                if isinstance(timer, RemotingCommand):
+                    return timer
+                if timer is not None:
+                    store_topic, store_queue_id = timer
+                    entries_held = max(entries_held, len(properties))
             inner = MessageExtBrokerInner(
                 topic=store_topic, queue_id=store_queue_id, flag=flag, body=bytes(body),
                 properties_string=properties_to_string(properties, entries_held), sys_flag=sys_flag,
@@ -231,6 +252,22 @@ class SendMessageProcessor:
                 tags_code=tags_string_to_tags_code(properties.get(MessageConst.PROPERTY_TAGS)))
             result = self.store.put_message(inner)
         return self._respond(request, result, queue_id, wait_store, self.topics.created_unwritten(topic))
+
+    def _timer(self, request: RemotingCommand, properties: dict[str, str], topic: str, queue_id: int,
+               wait_value: str | None) -> tuple[str, int] | RemotingCommand | None:
+        """A 5.x timer message is parked in the timer topic, or refused (Apache's codes and remarks)."""
+        if wait_value is not None:   # the string is rebuilt with WAIT, as for a delay level
+            properties[MessageConst.PROPERTY_WAIT_STORE_MSG_OK] = wait_value
+        result = transform_timer_message(properties, topic, queue_id, self.store.config, self.clock())
+        if result is None or isinstance(result[0], int):
+            if wait_value is not None:
+                del properties[MessageConst.PROPERTY_WAIT_STORE_MSG_OK]
+        if result is None:
+            return None
+        if isinstance(result[0], int):
+            code, remark = result
+            return request.response(code, str(remark))
+        return result[0], int(result[1])
 
     def _check(self, request: RemotingCommand, header: dict[str, str], keys: _Keys, topic: str, queue_id: int):
         broker = self.config
@@ -372,6 +409,7 @@ class SendMessageProcessor:
             if delay_level == 0:
                 delay_level = 3 + message.reconsume_times
             properties[MessageConst.PROPERTY_DELAY_TIME_LEVEL] = str(delay_level)
+            clear_timer_properties(properties)
         if not properties.get(MessageConst.PROPERTY_ORIGIN_MESSAGE_ID):
             properties[MessageConst.PROPERTY_ORIGIN_MESSAGE_ID] = message.msg_id
         if not topic.startswith(DLQ_GROUP_TOPIC_PREFIX):

@@ -33,6 +33,11 @@ POINTS = {
     "file.created.commitlog": "a commit log file exists, not yet sized nor mapped",
     "file.created.consumequeue": "a consume queue file exists, not yet sized nor mapped",
     "file.created.index": "an index file exists, not yet sized nor mapped",
+    "timer.unit_appended": "a timer log unit is written, its wheel slot not yet pointed at it",
+    "timer.delivered_one": "a due timer message was put to its real topic, the checkpoint's count of the "
+                           "slot's delivered messages not yet moved",
+    "timer.read_time_moved": "the timer's read time moved past a delivered slot, the slot not yet cleared",
+    "timer.flushed_before_checkpoint": "the timer log and wheel are synced, the timer checkpoint not yet written",
 }
 
 
