@@ -71,9 +71,7 @@ class TimerWheel:
         create = not os.path.exists(path)
         self.file = FixedMapping(path, size, create=create, size_hint="timer wheel slots", reserve_first=size)
         if create:
-            view = self.file.view
-            for i in range(slots):
-                view[i * TIMER_SLOT_SIZE:(i + 1) * TIMER_SLOT_SIZE] = EMPTY_SLOT
+            self.reset()
         self.created = create
 
     def _pos(self, time_ms: int) -> int:
@@ -98,9 +96,7 @@ class TimerWheel:
         self.file.view[pos:pos + TIMER_SLOT_SIZE] = EMPTY_SLOT
 
     def reset(self) -> None:
-        view = self.file.view
-        for i in range(self.slots):
-            view[i * TIMER_SLOT_SIZE:(i + 1) * TIMER_SLOT_SIZE] = EMPTY_SLOT
+        self.file.view[:] = EMPTY_SLOT * self.slots
 
     def sync(self) -> None:
         self.file.sync()

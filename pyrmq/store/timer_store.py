@@ -299,7 +299,10 @@ class TimerMessageStore:
                 if result is None:
                     return delivered
                 delivered += result
-            self._slot_done(slot_time, slot_time + self.precision_ms)
+                self._slot_done(slot_time, slot_time + self.precision_ms)
+            else:   # an empty slot: only the read time moves
+                self.read_time_ms = slot_time + self.precision_ms
+                self.checkpoint.set("read_time_ms", self.read_time_ms)
         return delivered
 
     def _slot_done(self, slot_time: int | None, read_time: int) -> None:
