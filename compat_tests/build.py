@@ -2,7 +2,9 @@
 
 - ``client4`` / ``client5``: compat_tests/java (the scenario runner) compiled against
   rocketmq-client 4.9.8 / 5.3.3, plus the dependency classpath of each.
-- ``reference``: the classpath of Apache RocketMQ's NameServer and Broker (compat_tests/reference).
+- ``reference``: the classpath of Apache RocketMQ's NameServer and Broker (compat_tests/reference),
+  4.9.7 by default; ``build_reference("5.3.3")`` resolves the 5.x server from the same pom with
+  ``-Drocketmq.version=5.3.3`` into its own cache directory.
 
 A build is reused while the hash of its inputs (pom and sources) is unchanged and every jar on
 its classpath still exists. Maven runs offline first (fast, no network) and online if the local
@@ -24,6 +26,9 @@ JAVA_DIR = COMPAT_DIR / "java"
 REFERENCE_DIR = COMPAT_DIR / "reference"
 
 CLIENT_FLAVORS = ("client4", "client5")
+# The Apache servers on Maven Central the suite runs as references. 5.3.3: the newest 5.3.x with
+# both rocketmq-namesrv and rocketmq-broker on Central that matches the client5 version.
+REFERENCE_VERSIONS = ("4.9.7", "5.3.3")
 MAVEN_TIMEOUT_S = 900  # a cold ~/.m2 downloads a few hundred jars
 
 
@@ -107,15 +112,18 @@ def build_client(flavor: str) -> JavaBuild:
     return JavaBuild(flavor, out_dir / "classes", classpath_file.read_text().strip())
 
 
-def build_reference() -> JavaBuild:
-    """Resolve Apache RocketMQ's NameServer and Broker jars; return their classpath."""
-    out_dir = CACHE_DIR / "reference"
+def build_reference(version: str = REFERENCE_VERSIONS[0]) -> JavaBuild:
+    """Resolve Apache RocketMQ's NameServer and Broker jars of ``version``; return their classpath."""
+    if version not in REFERENCE_VERSIONS:
+        raise ValueError(f"unknown reference version {version!r}; expected one of {REFERENCE_VERSIONS}")
+    # 4.9.7 keeps its historical cache directory; other versions get one of their own.
+    out_dir = CACHE_DIR / ("reference" if version == REFERENCE_VERSIONS[0] else f"reference-{version}")
     classpath_file = out_dir / "classpath.txt"
     stamp = out_dir / "inputs.sha256"
-    digest = _inputs_hash([REFERENCE_DIR / "pom.xml"])
+    digest = _inputs_hash([REFERENCE_DIR / "pom.xml"], version)
     if not (stamp.exists() and stamp.read_text() == digest and _classpath_intact(classpath_file)):
         out_dir.mkdir(parents=True, exist_ok=True)
-        _mvn(["dependency:build-classpath", f"-Dmdep.outputFile={classpath_file}"], REFERENCE_DIR,
-             CACHE_DIR / "logs" / "mvn-reference.log")
+        _mvn(["dependency:build-classpath", f"-Drocketmq.version={version}", f"-Dmdep.outputFile={classpath_file}"],
+             REFERENCE_DIR, CACHE_DIR / "logs" / f"mvn-reference-{version}.log")
         stamp.write_text(digest)
-    return JavaBuild("reference", None, classpath_file.read_text().strip())
+    return JavaBuild(f"reference-{version}", None, classpath_file.read_text().strip())

@@ -2,9 +2,13 @@
 
 Parameters (both are session-scoped, so one shared server serves every test of its kind):
 
-- ``server_kind``: ``pyrmq`` and/or ``apache``; ``--compat-servers`` or ``PYRMQ_COMPAT_SERVERS``
-  (comma-separated, default ``pyrmq,apache``). ``pyrmq-split`` (``pyrmq namesrv`` + ``pyrmq broker``
-  as two processes) runs only when named.
+- ``server_kind``: ``pyrmq``, ``apache`` (Apache RocketMQ 4.9.7) and/or ``apache5`` (5.3.3);
+  ``--compat-servers`` or ``PYRMQ_COMPAT_SERVERS`` (comma-separated, default
+  ``pyrmq,apache,apache5``). ``pyrmq-split`` (``pyrmq namesrv`` + ``pyrmq broker`` as two
+  processes) runs only when named. A test runs on the kinds of its ``compat_servers(...)`` marker
+  (default ``pyrmq``, ``apache``, ``pyrmq-split``) that are selected: Apache 5.3 serves only the
+  scenarios that name it (5.x features and a 5.x client baseline), so the suite pays its start
+  once and not for every 4.x scenario.
 - ``client_kind``: ``client4`` (rocketmq-client 4.9.8) and/or ``client5`` (5.3.3);
   ``--compat-clients`` or ``PYRMQ_COMPAT_CLIENTS`` (default both).
 
@@ -26,19 +30,23 @@ import pytest
 
 from compat_tests import build
 from compat_tests.javaclient import JavaClient
-from compat_tests.servers import (ApacheServer, PyrmqServer, PyrmqSplitServer, Server, ServerConfig, TwoBrokerCluster,
-                                  allocate_ports)
+from compat_tests.servers import (Apache5Server, ApacheServer, PyrmqServer, PyrmqSplitServer, Server, ServerConfig,
+                                  TwoBrokerCluster, allocate_ports)
 
 # pyrmq-split (NameServer and broker as two pyrmq processes) runs only when asked for by name.
-SERVER_KINDS = ("pyrmq", "apache", "pyrmq-split")
-DEFAULT_SERVER_KINDS = ("pyrmq", "apache")
+SERVER_KINDS = ("pyrmq", "apache", "apache5", "pyrmq-split")
+DEFAULT_SERVER_KINDS = ("pyrmq", "apache", "apache5")
+# The kinds a test without a compat_servers marker may run on.
+UNMARKED_SERVER_KINDS = ("pyrmq", "apache", "pyrmq-split")
+# Apache reference version per server kind (build.build_reference).
+APACHE_VERSIONS = {"apache": "4.9.7", "apache5": "5.3.3"}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("compat", "RocketMQ client compatibility suite")
     group.addoption("--compat-servers", default=None,
-                    help="servers to run against, comma-separated: pyrmq,apache "
-                         "(default: $PYRMQ_COMPAT_SERVERS or pyrmq,apache)")
+                    help="servers to run against, comma-separated: pyrmq,apache,apache5 "
+                         "(default: $PYRMQ_COMPAT_SERVERS or pyrmq,apache,apache5)")
     group.addoption("--compat-clients", default=None,
                     help="Java client versions, comma-separated: client4,client5 "
                          "(default: $PYRMQ_COMPAT_CLIENTS or client4,client5)")
@@ -47,6 +55,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "compat_exclude(server, client): deselect this (server, client) pair")
+    config.addinivalue_line(
+        "markers", "compat_servers(*kinds): the server kinds this test runs on (default pyrmq, apache, pyrmq-split)")
 
 
 def _selected(config: pytest.Config, what: str, known: tuple[str, ...], default: tuple[str, ...]) -> list[str]:
@@ -60,8 +70,10 @@ def _selected(config: pytest.Config, what: str, known: tuple[str, ...], default:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "server_kind" in metafunc.fixturenames:
-        metafunc.parametrize("server_kind", _selected(metafunc.config, "servers", SERVER_KINDS, DEFAULT_SERVER_KINDS),
-                             scope="session")
+        marker = metafunc.definition.get_closest_marker("compat_servers")
+        allowed = marker.args if marker else UNMARKED_SERVER_KINDS
+        kinds = [k for k in _selected(metafunc.config, "servers", SERVER_KINDS, DEFAULT_SERVER_KINDS) if k in allowed]
+        metafunc.parametrize("server_kind", kinds, scope="session")
     if "client_kind" in metafunc.fixturenames:
         metafunc.parametrize("client_kind",
                              _selected(metafunc.config, "clients", build.CLIENT_FLAVORS, build.CLIENT_FLAVORS),
@@ -103,7 +115,12 @@ def _built(fn, *args) -> build.JavaBuild:
 
 @pytest.fixture(scope="session")
 def reference_build(java_toolchain) -> build.JavaBuild:
-    return _built(build.build_reference)
+    return _built(build.build_reference, APACHE_VERSIONS["apache"])
+
+
+@pytest.fixture(scope="session")
+def reference5_build(java_toolchain) -> build.JavaBuild:
+    return _built(build.build_reference, APACHE_VERSIONS["apache5"])
 
 
 @pytest.fixture(scope="session")
@@ -122,6 +139,8 @@ def _start_server(kind: str, request: pytest.FixtureRequest, tmp_path_factory,
                           tls=dict(tls or {}), probe_ssl=probe_ssl, plain_acl=plain_acl)
     if kind == "apache":
         srv: Server = ApacheServer(config, request.getfixturevalue("reference_build").classpath)
+    elif kind == "apache5":
+        srv = Apache5Server(config, request.getfixturevalue("reference5_build").classpath)
     elif kind == "pyrmq-split":
         srv = PyrmqSplitServer(config)
     else:

@@ -1,4 +1,5 @@
-"""The servers a compat scenario runs against: pyrmq (ours) and Apache RocketMQ (the reference).
+"""The servers a compat scenario runs against: pyrmq (ours) and Apache RocketMQ (the references:
+4.9.7, and 5.3.3 for what 5.x clients do).
 
 Both are driven through one interface, :class:`Server`: ``start``, ``stop`` (SIGTERM, wait),
 ``kill`` (SIGKILL), ``restart`` (same store directory, same ports) and ``namesrv_addr``. Each
@@ -575,6 +576,18 @@ class ApacheServer(TwoProcessServer):
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(tail_of(p, lines) for p in (
             self.namesrv_out, self.broker_out, self.config.workdir / "logs" / "broker.log"))
+
+
+class Apache5Server(ApacheServer):
+    """Apache RocketMQ 5.3.x (the 5.x reference): the same NamesrvStartup / BrokerStartup
+    command lines as 4.9.7 from the 5.3.3 jars. 5.x configures its own (shaded) logback and
+    writes under ``$HOME/logs/rocketmqlogs``; it ignores the 4.9.x logback files."""
+
+    kind = "apache5"
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(tail_of(p, lines) for p in (
+            self.namesrv_out, self.broker_out, self.config.home / "logs" / "rocketmqlogs" / "broker.log"))
 
 
 # --------------------------------------------------------------------------------------- two brokers

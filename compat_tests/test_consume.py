@@ -20,7 +20,11 @@ def _produce(java_client, server, names, count=COUNT, tags=TAGS):
     return produced
 
 
+@pytest.mark.compat_servers("pyrmq", "apache", "apache5", "pyrmq-split")
+@pytest.mark.compat_exclude("apache5", "client4")
 def test_push_consumer_receives_all(server, java_client, names):
+    """Also the 5.x baseline: the 5.3.3 client against Apache 5.3.3 (apache5 runs client5 only;
+    the 4.9.8 client's pairs are the 4.x references)."""
     produced = _produce(java_client, server, names)
     consumed = java_client.run("consume", namesrv=server.namesrv_addr, topic=names.topic, group=names.group,
                                count=COUNT, idle_ms=1000)
