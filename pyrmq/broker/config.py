@@ -66,6 +66,9 @@ class BrokerConfig:
     short_polling_time_mills: int = 1000
     register_name_server_period: int = 30_000
     region_id: str = "DefaultRegion"
+    # RECALL_MESSAGE (5.3, timer messages): off by default, as Apache
+    recall_message_enable: bool = False
+    allow_recall_when_broker_not_writeable: bool = True
     trace_on: bool = True
     fast_port_enable: bool = True    # also listen on listenPort - 2 (the "VIP channel" of old clients)
     max_frame_bytes: int = 16 * 1024 * 1024

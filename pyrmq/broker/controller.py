@@ -26,6 +26,7 @@ from pyrmq.broker.namesrv_registration import NamesrvRegistration
 from pyrmq.broker.offsets_and_groups import ConsumerOffsetManager, SubscriptionGroupManager
 from pyrmq.broker.pull_processor import PullMessageProcessor
 from pyrmq.broker.rebalance_lock import RebalanceLockManager
+from pyrmq.broker.recall_processor import RecallMessageProcessor
 from pyrmq.broker.schedule_service import ScheduleMessageService, parse_delay_levels
 from pyrmq.broker.send_processor import SendMessageProcessor
 from pyrmq.broker.slave_sync import SlaveSynchronize
@@ -112,6 +113,8 @@ class BrokerController:
             config=self.config, store=self.store, topics=self.topic_config_manager,
             groups=self.subscription_group_manager, flush_service=self.flush_service, stats=self.stats,
             max_delay_level=self.schedule_service.max_level, replicas=self.ha_service)
+        self.recall_processor = RecallMessageProcessor(config=self.config, store=self.store,
+                                                       topics=self.topic_config_manager, clock=self.send_processor.clock)
         self.pull_processor = PullMessageProcessor(
             config=self.config, store=self.store, topics=self.topic_config_manager,
             groups=self.subscription_group_manager, consumers=self.consumer_manager,
@@ -159,6 +162,7 @@ class BrokerController:
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
             table.register(code, self.send_processor.process)
         table.register(RequestCode.CONSUMER_SEND_MSG_BACK, self.send_processor.consumer_send_msg_back)
+        table.register(RequestCode.RECALL_MESSAGE, self.recall_processor.process)
         if pull:
             table.register(RequestCode.PULL_MESSAGE, self.pull_processor.process)
             table.register(RequestCode.LITE_PULL_MESSAGE, self.pull_processor.process)

@@ -14,6 +14,7 @@ import trio
 
 from pyrmq.broker.config import BrokerRole
 from pyrmq.broker.offsets_and_groups import required_group
+from pyrmq.broker.recall_processor import recall_handle_for
 from pyrmq.broker.schedule_service import redirect_to_schedule
 from pyrmq.broker.timer_service import clear_timer_properties, transform_timer_message, wall_clock_ms
 from pyrmq.broker.topic_config import (
@@ -224,6 +225,7 @@ class SendMessageProcessor:
             if wait_value is not None:
                 del properties[MessageConst.PROPERTY_WAIT_STORE_MSG_OK]
             store_topic, store_queue_id = topic, queue_id
+            recall_handle = None
             delayable = MessageSysFlag.transaction_value(sys_flag) in _DELAYABLE
             if delayable and _delay_level(properties) > 0:
                 # as Apache 5: a delay level wins, the timer properties go
@@ -244,6 +246,7 @@ class SendMessageProcessor:
                 if timer is not None:
                     store_topic, store_queue_id = timer
                     entries_held = max(entries_held, len(properties))
+                    recall_handle = recall_handle_for(properties, self.config.broker_name)
             inner = MessageExtBrokerInner(
                 topic=store_topic, queue_id=store_queue_id, flag=flag, body=bytes(body),
                 properties_string=properties_to_string(properties, entries_held), sys_flag=sys_flag,
@@ -251,6 +254,9 @@ class SendMessageProcessor:
                 reconsume_times=reconsume_times,
                 tags_code=tags_string_to_tags_code(properties.get(MessageConst.PROPERTY_TAGS)))
             result = self.store.put_message(inner)
+            if recall_handle is not None:
+                return self._respond(request, result, queue_id, wait_store, self.topics.created_unwritten(topic),
+                                     {"recallHandle": recall_handle})
         return self._respond(request, result, queue_id, wait_store, self.topics.created_unwritten(topic))
 
     def _timer(self, request: RemotingCommand, properties: dict[str, str], topic: str, queue_id: int,
@@ -313,7 +319,8 @@ class SendMessageProcessor:
         return topic_config
 
     def _respond(self, request: RemotingCommand, result: PutMessageResult, queue_id: int,
-                 wait_store: bool, topic_unwritten: bool = False) -> RemotingCommand | Deferred:
+                 wait_store: bool, topic_unwritten: bool = False,
+                 more_ext: dict[str, str] | None = None) -> RemotingCommand | Deferred:
         code, remark = _PUT_STATUS_RESPONSES.get(result.status, (ResponseCode.SYSTEM_ERROR, str(result.status)))
         if result.status is PutMessageStatus.SERVICE_NOT_AVAILABLE:
             # as Apache's diskUtil(): the last readings of the clean service, no statvfs here
@@ -322,7 +329,7 @@ class SendMessageProcessor:
             return request.response(code, remark)
         append = result.append_result
         ext = {"msgId": append.msg_id, "queueId": str(queue_id), "queueOffset": str(append.logics_offset),
-               **self._response_fields}
+               **self._response_fields, **(more_ext or {})}
         self.stats.put_count += append.msg_num
         next_offset = append.wrote_offset + append.wrote_bytes
         sync = self.sync_flush and wait_store

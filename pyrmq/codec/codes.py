@@ -57,6 +57,7 @@ class RequestCode:
     QUERY_DATA_VERSION = 322
     ADD_WRITE_PERM_OF_BROKER = 327
     LITE_PULL_MESSAGE = 361
+    RECALL_MESSAGE = 370   # 5.3: cancel a timer message not yet delivered
 
 
 class ResponseCode:
@@ -84,3 +85,4 @@ class ResponseCode:
     FILTER_DATA_NOT_EXIST = 27
     FILTER_DATA_NOT_LATEST = 28
     CONSUMER_NOT_ONLINE = 206
+    ILLEGAL_OPERATION = 604

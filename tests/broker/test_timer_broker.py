@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 import trio
 
-from pyrmq.codec.codes import ResponseCode
+from pyrmq.broker.recall_processor import decode_recall_handle
+from pyrmq.codec.codes import RequestCode, ResponseCode
+from pyrmq.codec.remoting import make_request
 from tests.broker.rmq import pull, send
 from tests.broker.test_delay_and_retry import existing_topics
 
@@ -59,3 +61,35 @@ async def test_timer_refused_when_the_wheel_is_off(cluster):
     parked = cluster.broker.store.look_message_by_offset(
         next(cluster.broker.store.find_consume_queue("SCHEDULE_TOPIC_XXXX", 0).iter_units(0))[0])
     assert "TIMER_DELAY_MS" not in parked.properties and parked.properties["DELAY"] == "1"
+
+
+@pytest.mark.parametrize("broker_overrides", [{**FAST_TIMER, "recallMessageEnable": "true"}])
+async def test_recall_cancels_a_timer_message_not_yet_delivered(cluster):
+    existing_topics(cluster, "TopicTimer")
+    recalled = await send(cluster.client, cluster.broker_addr, "TopicTimer", b"recalled",
+                          extra={"TIMER_DELAY_MS": "700"})
+    kept = await send(cluster.client, cluster.broker_addr, "TopicTimer", b"kept", extra={"TIMER_DELAY_MS": "700"})
+    handle = recalled.ext_fields["recallHandle"]
+    topic, broker, timestamp, uniq = decode_recall_handle(handle)
+    assert (topic, broker) == ("TopicTimer", "broker-a") and int(timestamp) % 100 == 1
+    wrong = await cluster.client.invoke(cluster.broker_addr, make_request(
+        RequestCode.RECALL_MESSAGE, {"producerGroup": "pg", "topic": "TopicTimer", "recallHandle": "bm9wZQ=="}))
+    assert (wrong.code, wrong.remark) == (ResponseCode.ILLEGAL_OPERATION, "recall handle is invalid")
+    answer = await cluster.client.invoke(cluster.broker_addr, make_request(
+        RequestCode.RECALL_MESSAGE, {"producerGroup": "pg", "topic": "TopicTimer", "recallHandle": handle}))
+    assert answer.code == ResponseCode.SUCCESS and answer.ext_fields["msgId"] == uniq
+    await trio.sleep(1.2)
+    bodies = []
+    for queue_id in range(4):
+        resp, messages = await pull(cluster.client, cluster.broker_addr, "TopicTimer", queue_id, 0)
+        bodies += [m.body for m in messages]
+    assert bodies == [b"kept"] and kept.code == 0
+
+
+@pytest.mark.parametrize("broker_overrides", [FAST_TIMER])
+async def test_recall_is_off_by_default(cluster):
+    existing_topics(cluster, "TopicTimer")
+    sent = await send(cluster.client, cluster.broker_addr, "TopicTimer", b"x", extra={"TIMER_DELAY_MS": "5000"})
+    answer = await cluster.client.invoke(cluster.broker_addr, make_request(
+        RequestCode.RECALL_MESSAGE, {"topic": "TopicTimer", "recallHandle": sent.ext_fields["recallHandle"]}))
+    assert (answer.code, answer.remark) == (ResponseCode.NO_PERMISSION, "recall failed, operation is forbidden")
