@@ -137,8 +137,10 @@ class TimerMessageStore:
         end, units, torn = self.log.recover(0 if rebuild else flushed_pos)
         self.read_time_ms = ckpt.get("read_time_ms")
         if self.read_time_ms < 0:
-            self.read_time_ms = now_ms // self.precision_ms * self.precision_ms
-            ckpt.set("read_time_ms", self.read_time_ms)
+            self.read_time_ms = now_ms
+        # a multiple of the precision (another precision since the last run: its slot)
+        self.read_time_ms = self.read_time_ms // self.precision_ms * self.precision_ms
+        ckpt.set("read_time_ms", self.read_time_ms)
         if not rebuild and (torn or end < ckpt.get("log_end")):
             # units that the wheel may point at are gone (a power loss, a unit cut in half): the
             # wheel is rebuilt from the log -- the one start-up that reads every pending unit
@@ -152,6 +154,8 @@ class TimerMessageStore:
         for pos, unit in units:
             flags, _prev, deliver_ms, _enq, _off, _size, unit_queue_offset = unit
             queue_offset = max(queue_offset, unit_queue_offset + 1)
+            if rebuild:   # slot times of another precision become this one's
+                deliver_ms = deliver_ms // self.precision_ms * self.precision_ms
             if flags & TIMER_FLAG_IMMEDIATE or deliver_ms < self.read_time_ms:
                 continue
             last_pos, num = self.wheel.get(deliver_ms)
@@ -175,8 +179,10 @@ class TimerMessageStore:
                 rebuild: bool) -> None:
         assert self.wheel is not None and self.log is not None
         flags, prev, deliver_ms, enqueue_ms, offset, size, queue_offset = unit
-        if rebuild and prev != last_pos:
+        slot_ms = deliver_ms // self.precision_ms * self.precision_ms
+        if rebuild and (prev != last_pos or slot_ms != deliver_ms):
             # the chain is rebuilt from the units themselves: rewrite the link in place
+            deliver_ms = slot_ms
             mf = self.log.queue.find_mapped_file_by_offset(pos)
             assert mf is not None
             rel = pos - mf.file_from_offset
@@ -248,6 +254,8 @@ class TimerMessageStore:
             log.warning("timer: message at commit log offset %d has no TIMER_OUT_MS; skipped", commit_log_offset)
             return True
         flags = TIMER_FLAG_DELETE if property_value(props, _DEL_KEY) else 0
+        # its slot (already rounded when sent -- unless sent under another timerPrecisionMs)
+        deliver_ms = deliver_ms // self.precision_ms * self.precision_ms
         if deliver_ms < self.write_time_ms:
             # due already (taken in late): put now, as Apache, marked as never enqueued
             if not flags & TIMER_FLAG_DELETE:
@@ -417,7 +425,8 @@ class TimerMessageStore:
             self.stats.recalled += 1
             return 0
         timer_out = props.get(MessageConst.PROPERTY_TIMER_OUT_MS)
-        if slot_time is not None and timer_out is not None and timer_out.isdigit() and int(timer_out) > slot_time:
+        if (slot_time is not None and timer_out is not None and timer_out.isdigit()
+                and int(timer_out) >= slot_time + self.precision_ms):
             # parked in a nearer slot because it was beyond the wheel: into its own slot now
             return self._reenqueue(msg.commit_log_offset, msg.store_size, int(timer_out))
         # As Apache's TimerMessageStore.convert: the two times are added, and the string is made
@@ -443,6 +452,7 @@ class TimerMessageStore:
         return None
 
     def _reenqueue(self, commit_log_offset: int, size: int, deliver_ms: int) -> int | None:
+        deliver_ms = deliver_ms // self.precision_ms * self.precision_ms
         if deliver_ms - self.write_time_ms >= self.roll_ms:
             deliver_ms = self.write_time_ms + self.roll_ms - self.precision_ms
         ok = self._append(0, deliver_ms, commit_log_offset, size, -1, link=True)

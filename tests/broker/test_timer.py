@@ -324,3 +324,21 @@ def test_wheel_lost_is_rebuilt_from_the_log(tmp_path):
     with broker_side(cfg, clock) as (store, timer):
         run_until(timer, clock, T0 + 3000)
         assert [m.body for m in delivered(store)] == [b"w0", b"w2", b"w4", b"w1", b"w3", b"w5"]
+
+
+def test_pending_messages_survive_a_change_of_precision(tmp_path):
+    cfg = config(tmp_path, timer_precision_ms=500)
+    clock = Clock()
+    with broker_side(cfg, clock) as (store, timer):
+        for i in range(4):
+            send_timer(store, cfg, clock, body=b"q%d" % i, TIMER_DELAY_MS=str(1250 + 500 * i))
+        timer.tick()
+        send_timer(store, cfg, clock, body=b"later", TIMER_DELAY_MS="4250")   # not taken in before the stop
+    due = {b"q%d" % i: T0 + 1250 + 500 * i for i in range(4)}
+    due[b"later"] = T0 + 4250
+    coarse = config(tmp_path, timer_precision_ms=1000)
+    with broker_side(coarse, clock) as (store, timer):
+        seen = run_until(timer, clock, T0 + 6000)
+        assert sorted(seen) == sorted(due)
+        for body, at in seen.items():   # never early; within the new precision
+            assert due[body] <= at <= due[body] + 1000 + 10, (body, at - due[body])
