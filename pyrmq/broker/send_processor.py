@@ -16,7 +16,12 @@ from pyrmq.broker.config import BrokerRole
 from pyrmq.broker.offsets_and_groups import required_group
 from pyrmq.broker.recall_processor import recall_handle_for
 from pyrmq.broker.schedule_service import redirect_to_schedule
-from pyrmq.broker.timer_service import clear_timer_properties, transform_timer_message, wall_clock_ms
+from pyrmq.broker.timer_service import (
+    clear_timer_properties,
+    is_timer_message,
+    transform_timer_message,
+    wall_clock_ms,
+)
 from pyrmq.broker.topic_config import (
     DLQ_GROUP_TOPIC_PREFIX,
     NOT_ALLOWED_SEND_TOPICS,
@@ -227,10 +232,10 @@ class SendMessageProcessor:
             store_topic, store_queue_id = topic, queue_id
             recall_handle = None
             delayable = MessageSysFlag.transaction_value(sys_flag) in _DELAYABLE
-            if delayable and _delay_level(properties) > 0:
-                # as Apache 5: a delay level wins, the timer properties go
-                clear_timer_properties(properties)
             if delayable and MessageConst.PROPERTY_DELAY_TIME_LEVEL in properties:
+                if _delay_level(properties) > 0:
+                    # as Apache 5: a delay level wins, the timer properties go
+                    clear_timer_properties(properties)
                 if wait_value is not None:
                     properties[MessageConst.PROPERTY_WAIT_STORE_MSG_OK] = wait_value
                 parked = redirect_to_schedule(properties, topic, queue_id, self.max_delay_level)
@@ -239,7 +244,7 @@ class SendMessageProcessor:
                 elif wait_value is not None:
                     del properties[MessageConst.PROPERTY_WAIT_STORE_MSG_OK]
                 entries_held = max(entries_held, len(properties))
-            if delayable and store_topic == topic:
+            if delayable and store_topic == topic and is_timer_message(properties, topic):
                 timer = self._timer(request, properties, topic, queue_id, wait_value)
                 if isinstance(timer, RemotingCommand):
                     return timer
