@@ -200,6 +200,16 @@ class TimerLog:
                 yield pos, unit
             pos += TIMER_LOG_UNIT_SIZE
 
+    def prepare_next_file(self) -> None:
+        """Create the file appends go to next, ahead of need (blocking: the load or the flush
+        thread), so that the trio loop's appends never create one: the first file, or the next
+        one once the last is half full."""
+        last = self.queue.last_mapped_file()
+        if last is None:
+            self.queue.get_last_mapped_file()
+        elif last.wrote_position > last.file_size // 2 and not self.queue.next_file_prepared():
+            self.queue.prepare_next_file()
+
     def flush(self) -> int:
         return self.queue.flush()
 

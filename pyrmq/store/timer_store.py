@@ -163,6 +163,7 @@ class TimerMessageStore:
                 self._relink(pos, unit, last_pos, num, rebuild)
         self.queue_offset = queue_offset
         ckpt.set("log_end", end)
+        self.log.prepare_next_file()
         delivering = ckpt.get("delivering_ms")
         if delivering == self.read_time_ms:
             done = ckpt.get("delivered_in_slot")
@@ -206,6 +207,7 @@ class TimerMessageStore:
         for mf in expired:
             if self.log.queue.delete_first_file(mf):
                 log.info("timer: deleted log file %s (all delivered)", mf.file_name)
+        self.log.prepare_next_file()
 
     def flush_point(self) -> tuple[int, int, list[MappedFile]]:
         """What a flush may claim (the log's end and the consume queue offset, consistent with

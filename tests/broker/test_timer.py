@@ -230,7 +230,7 @@ def test_restart_with_pending_messages(tmp_path):
     with broker_side(cfg, clock) as (store, timer):
         ts = timer.timer_store
         assert not ts.wheel.created and ts.queue_offset == 13 and ts.stats.possible_duplicates == 0
-        assert len(os.listdir(os.path.join(cfg.timer_dir(), "log"))) == 2
+        assert len(os.listdir(os.path.join(cfg.timer_dir(), "log"))) == 3   # two with units, the next one made ahead
         seen = run_until(timer, clock, T0 + 7000)
         assert sorted(seen) == sorted([b"early"] + [b"m%d" % i for i in range(12)])
         assert len(delivered(store)) == 13   # each once
@@ -342,3 +342,19 @@ def test_pending_messages_survive_a_change_of_precision(tmp_path):
         assert sorted(seen) == sorted(due)
         for body, at in seen.items():   # never early; within the new precision
             assert due[body] <= at <= due[body] + 1000 + 10, (body, at - due[body])
+
+
+def test_delivered_log_files_are_deleted(tmp_path):
+    cfg, clock, store, timer = sent_and_taken_in(tmp_path, [(b"d%d" % i, 1000 + 100 * i) for i in range(20)])
+    try:
+        run_until(timer, clock, T0 + 4000)
+        assert len(delivered(store)) == 20
+        log_dir = os.path.join(cfg.timer_dir(), "log")
+        assert len(os.listdir(log_dir)) >= 3
+        clock.now += timer.timer_store.span_ms + 1000   # a unit is delivered within the span of its enqueue
+        timer.tick()
+        timer.timer_store.flush(timer.timer_store.flush_point())
+        assert sorted(os.listdir(log_dir))[0] == f"{2 * 8 * TIMER_LOG_UNIT_SIZE:020d}"   # the first two are gone
+    finally:
+        timer.shutdown()
+        store.shutdown()
