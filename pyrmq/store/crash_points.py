@@ -87,6 +87,8 @@ def file_created(path: str) -> None:
     store layout (``index/<name>``, ``consumequeue/<topic>/<queue>/<name>``, else the commit log,
     whose directory is configurable)."""
     parts = os.path.normpath(path).split(os.sep)
+    if "pyrmq-timer" in parts:
+        return   # the timer's files have points of their own (timer.*)
     if len(parts) >= 2 and parts[-2] == "index":
         reach("file.created.index")
     elif len(parts) >= 4 and parts[-4] == "consumequeue":
