@@ -6,6 +6,7 @@ files in a worker thread.  Design and crash behaviour: docs/MESSAGING.md, "Timer
 from __future__ import annotations
 
 import logging
+import os
 import time
 from typing import Callable
 
@@ -111,13 +112,37 @@ class TimerService:
             put=lambda message: store.put_message(message).status,
             timer_queue=lambda: store.find_consume_queue(TIMER_TOPIC, 0))
         self._last_flush = 0.0
+        self._load_failed = False
+
+    @property
+    def opened(self) -> bool:
+        return self.timer_store.log is not None
+
+    def needed(self) -> bool:
+        """The timer files are made with the first timer message: a broker that never gets one
+        never takes their disk space (6 MB of wheel by default)."""
+        cq = self.store.find_consume_queue(TIMER_TOPIC, 0)
+        return os.path.isdir(self.config.timer_dir()) or (cq is not None and cq.get_max_offset_in_queue() > 0)
 
     def load(self) -> None:
-        """Open and recover the timer files (blocking: called with the store's load)."""
-        self.timer_store.load(self.clock())
+        """Open and recover the timer files if there are any (blocking: with the store's load).
+        A file that cannot be made (a full disk) leaves the timer closed, to be tried again by
+        the loop; the broker serves meanwhile and the timer messages wait in their topic."""
+        if not self.needed():
+            return
+        try:
+            self.timer_store.load(self.clock())
+            self._load_failed = False
+        except OSError as exc:
+            self.timer_store.close()
+            if not self._load_failed:
+                log.error("timer: cannot open the timer files (%s); timer messages wait until they can be", exc)
+            self._load_failed = True
 
     def tick(self) -> int:
         """Take in what arrived, deliver what is due; returns the work done (0: nothing)."""
+        if not self.opened:
+            return 0
         now = self.clock()
         work = self.timer_store.enqueue(now)
         return work + self.timer_store.dequeue(now)
@@ -134,8 +159,13 @@ class TimerService:
         while True:
             work = 0
             with guard.round():
+                if not self.opened and self.needed() and trio.current_time() - self._last_flush >= interval:
+                    self._last_flush = trio.current_time()   # at most one attempt per flush interval
+                    # the first timer message: the files are made in a worker thread; a full
+                    # disk is logged and retried, the messages wait in the timer topic
+                    await trio.to_thread.run_sync(self.load)
                 work = self.tick()
-                if trio.current_time() - self._last_flush >= interval:
+                if self.opened and trio.current_time() - self._last_flush >= interval:
                     self._last_flush = trio.current_time()
                     point = self.timer_store.flush_point()
                     await trio.to_thread.run_sync(self.timer_store.flush, point)

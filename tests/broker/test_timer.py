@@ -78,6 +78,14 @@ def send_timer(store, cfg, clock, topic="TopicT", queue_id=1, body=b"x", **timer
     return uniq
 
 
+def tick(timer: TimerService) -> int:
+    """One round of the service's loop: the files are opened (in a worker thread there) once
+    there is a timer message, then the wheel turns."""
+    if not timer.opened:
+        timer.load()
+    return timer.tick()
+
+
 def delivered(store, topic="TopicT", queue_id=1):
     cq = store.find_consume_queue(topic, queue_id)
     if cq is None:
@@ -89,7 +97,7 @@ def run_until(timer, clock, until_ms, step_ms=10):
     """Tick every ``step_ms`` up to ``until_ms``; returns {body: first clock time it was seen}."""
     seen = {}
     while clock.now <= until_ms:
-        timer.tick()
+        tick(timer)
         for message in delivered(timer.store):
             seen.setdefault(message.body, clock.now)
         clock.now += step_ms
@@ -193,7 +201,7 @@ def test_a_message_taken_in_late_is_delivered_at_once(tmp_path):
     with broker_side(cfg, clock) as (store, timer):
         send_timer(store, cfg, clock, body=b"late", TIMER_DELAY_MS="1500")
         clock.now += 5000
-        timer.tick()
+        tick(timer)
         [message] = delivered(store)
         assert message.properties["TIMER_ENQUEUE_MS"] == str((1 << 63) - 1)   # Apache's "never enqueued"
 
@@ -221,7 +229,7 @@ def test_restart_with_pending_messages(tmp_path):
         send_timer(store, cfg, clock, body=b"m%d" % i, TIMER_DELAY_MS=str(2000 + 300 * i))
     send_timer(store, cfg, clock, body=b"early", TIMER_DELAY_MS="200")
     clock.now += 1200
-    timer.tick()
+    tick(timer)
     assert [m.body for m in delivered(store)] == [b"early"]
     assert timer.timer_store.queue_offset == 13
     timer.shutdown()
@@ -245,7 +253,7 @@ def sent_and_taken_in(tmp_path, sends: list[tuple[bytes, int]]):
     store, timer = open_broker_side(cfg, clock)
     for body, delay in sends:
         send_timer(store, cfg, clock, body=body, TIMER_DELAY_MS=str(delay))
-    timer.tick()
+    tick(timer)
     return cfg, clock, store, timer
 
 
@@ -260,7 +268,7 @@ def test_crash_between_enqueue_and_checkpoint(tmp_path):
     timer.timer_store.flush(timer.timer_store.flush_point())   # the first five are checkpointed
     for i in range(5, 10):
         send_timer(store, cfg, clock, body=b"p%d" % i, TIMER_DELAY_MS=str(1500 + 700 * i))
-    timer.tick()   # the next five are in the log and the wheel, not in the checkpoint
+    tick(timer)   # the next five are in the log and the wheel, not in the checkpoint
     crash_timer(timer)
     store.shutdown()
 
@@ -305,14 +313,14 @@ def test_crash_in_a_slot_delivery_is_reported_and_resumed(tmp_path):
     timer.timer_store._put = put_then_die
     clock.now = T0 + 3000
     with pytest.raises(CrashAfter):
-        timer.tick()
+        tick(timer)
     crash_timer(timer)
     store.shutdown()
 
     with broker_side(cfg, clock) as (store, timer):
         # the slot was being delivered: the next message may have been put (not here) -- reported
         assert timer.timer_store.stats.possible_duplicates == 1
-        timer.tick()
+        tick(timer)
         assert [m.body for m in delivered(store)] == [b"s0", b"s1", b"s2", b"s3"]   # none lost, none twice
 
 
@@ -332,7 +340,7 @@ def test_pending_messages_survive_a_change_of_precision(tmp_path):
     with broker_side(cfg, clock) as (store, timer):
         for i in range(4):
             send_timer(store, cfg, clock, body=b"q%d" % i, TIMER_DELAY_MS=str(1250 + 500 * i))
-        timer.tick()
+        tick(timer)
         send_timer(store, cfg, clock, body=b"later", TIMER_DELAY_MS="4250")   # not taken in before the stop
     due = {b"q%d" % i: T0 + 1250 + 500 * i for i in range(4)}
     due[b"later"] = T0 + 4250
@@ -352,9 +360,21 @@ def test_delivered_log_files_are_deleted(tmp_path):
         log_dir = os.path.join(cfg.timer_dir(), "log")
         assert len(os.listdir(log_dir)) >= 3
         clock.now += timer.timer_store.span_ms + 1000   # a unit is delivered within the span of its enqueue
-        timer.tick()
+        tick(timer)
         timer.timer_store.flush(timer.timer_store.flush_point())
         assert sorted(os.listdir(log_dir))[0] == f"{2 * 8 * TIMER_LOG_UNIT_SIZE:020d}"   # the first two are gone
     finally:
         timer.shutdown()
         store.shutdown()
+
+
+def test_no_timer_files_without_timer_messages(tmp_path):
+    """The wheel (6 MB by default) is made with the first timer message, not at every start."""
+    cfg = config(tmp_path, timer_max_delay_sec=3 * 24 * 3600)
+    clock = Clock()
+    with broker_side(cfg, clock) as (store, timer):
+        assert tick(timer) == 0 and not timer.opened
+        assert not os.path.exists(cfg.timer_dir())
+        send_timer(store, cfg, clock, body=b"first", TIMER_DELAY_MS="1000")
+        tick(timer)
+        assert timer.opened and os.path.getsize(os.path.join(cfg.timer_dir(), "wheel")) == 259_320 * 24
