@@ -66,6 +66,9 @@ class BrokerConfig:
     short_polling_time_mills: int = 1000
     register_name_server_period: int = 30_000
     region_id: str = "DefaultRegion"
+    # RECALL_MESSAGE (5.3, timer messages): off by default, as Apache
+    recall_message_enable: bool = False
+    allow_recall_when_broker_not_writeable: bool = True
     trace_on: bool = True
     store_reply_message_enable: bool = True   # replies (request/reply) are stored as well as pushed
     fast_port_enable: bool = True    # also listen on listenPort - 2 (the "VIP channel" of old clients)
@@ -252,6 +255,9 @@ def _validate(broker: BrokerConfig, store: MessageStoreConfig) -> None:
         raise ConfigError("broker.conf: mappedFileSizeConsumeQueue must be a multiple of 20")
     if store.mapped_file_size_commit_log < 4096:
         raise ConfigError("broker.conf: mappedFileSizeCommitLog must be at least 4096")
+    for key in ("timerPrecisionMs", "timerMaxDelaySec", "timerFlushIntervalMs", "mappedFileSizeTimerLog"):
+        if getattr(store, _snake(key)) <= 0:
+            raise ConfigError(f"broker.conf: {key} must be positive")
     hours = [h.strip() for h in store.delete_when.split(";")]
     if not all(h.isdigit() and int(h) < 24 for h in hours):
         raise ConfigError(f"broker.conf: deleteWhen={store.delete_when!r} must be hours of the day (0-23) "

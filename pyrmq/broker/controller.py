@@ -28,10 +28,12 @@ from pyrmq.broker.offsets_and_groups import ConsumerOffsetManager, SubscriptionG
 from pyrmq.broker.pull_processor import PullMessageProcessor
 from pyrmq.broker.rebalance_lock import RebalanceLockManager
 from pyrmq.broker.reply_processor import ReplyMessageProcessor
+from pyrmq.broker.recall_processor import RecallMessageProcessor
 from pyrmq.broker.schedule_service import ScheduleMessageService, parse_delay_levels
 from pyrmq.broker.send_processor import SendMessageProcessor
 from pyrmq.broker.slave_sync import SlaveSynchronize
 from pyrmq.broker.store_clean_task import StoreCleanTask
+from pyrmq.broker.timer_service import TimerService
 from pyrmq.broker.topic_config import TopicConfigManager
 from pyrmq.broker.admin_processor import TRANSACTION_PENDING_KEY
 from pyrmq.broker.end_transaction import EndTransactionProcessor
@@ -98,6 +100,8 @@ class BrokerController:
         self.schedule_service = ScheduleMessageService(self, parse_delay_levels(self.config.message_delay_level))
         # a slave copies topics, groups and offsets from its master (run only on a SLAVE)
         self.slave_sync = SlaveSynchronize(self)
+        # 5.x timer messages (docs/MESSAGING.md); sends are refused as Apache does when disabled
+        self.timer_service = TimerService(self.store) if self.store_config.timer_wheel_enable else None
         # config JSON files are written from worker threads, many changes to one write
         self.config_persister = ConfigPersister()
         for config_file in (self.topic_config_manager, self.subscription_group_manager,
@@ -125,6 +129,8 @@ class BrokerController:
             broker_name=self.config.broker_name, topics=self.topic_config_manager,
             groups=self.subscription_group_manager, consumers=self.consumer_manager,
             namesrv_addrs=lambda: self.config.namesrv_addrs)
+        self.recall_processor = RecallMessageProcessor(config=self.config, store=self.store,
+                                                       topics=self.topic_config_manager, clock=self.send_processor.clock)
         self.pull_processor = PullMessageProcessor(
             config=self.config, store=self.store, topics=self.topic_config_manager,
             groups=self.subscription_group_manager, consumers=self.consumer_manager,
@@ -181,6 +187,7 @@ class BrokerController:
         table.register(RequestCode.END_TRANSACTION, self.end_transaction_processor.process)
         for code in (RequestCode.SEND_REPLY_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2):
             table.register(code, self.reply_processor.process)
+        table.register(RequestCode.RECALL_MESSAGE, self.recall_processor.process)
         if pull:
             table.register(RequestCode.PULL_MESSAGE, self.pull_processor.process)
             table.register(RequestCode.LITE_PULL_MESSAGE, self.pull_processor.process)
@@ -240,6 +247,8 @@ class BrokerController:
         self.schedule_service.load()
         self.store.load()
         self.store.start()
+        if self.timer_service is not None:
+            self.timer_service.load()
         # the disk guard's first reading before any port opens (Apache takes it 1 s after start):
         # a broker started on a full disk refuses writes from its first request on
         self.store.clean_service.check_disk_space()
@@ -274,6 +283,8 @@ class BrokerController:
                     if not self.is_slave:   # a slave takes the master's progress, it does not deliver
                         nursery.start_soon(self.schedule_service.run)
                         nursery.start_soon(self.transaction_check_service.run)
+                        if self.timer_service is not None:
+                            nursery.start_soon(self.timer_service.run)
                     if self.config.namesrv_addrs:
                         await nursery.start(self.registration.run, client)
                     if self.is_slave:
@@ -319,6 +330,8 @@ class BrokerController:
                 persist()
             except OSError as exc:
                 log.error("persisting config at shutdown failed: %s", exc)
+        if self.timer_service is not None:
+            self.timer_service.shutdown()
         self.store.shutdown()
         log.info("broker stopped")
 

@@ -15,6 +15,7 @@ import trio
 
 from pyrmq.broker.config_table import OffsetTableFile
 from pyrmq.codec.message import MessageConst, tags_string_to_tags_code
+from pyrmq.codec.message_props import real_destination
 from pyrmq.common.guard import ServiceGuard
 from pyrmq.store.message_store import MessageExtBrokerInner, PutMessageStatus
 
@@ -154,14 +155,11 @@ class ScheduleMessageService:
             log.warning("parked message at %d is gone; skipping it", commit_log_offset)
             return True
         props = message.properties
-        real_topic = props.get(MessageConst.PROPERTY_REAL_TOPIC)
-        try:
-            real_queue = int(props.get(MessageConst.PROPERTY_REAL_QUEUE_ID, ""))
-        except ValueError:
-            real_topic = None
-        if not real_topic:
+        destination = real_destination(props)
+        if destination is None:
             log.warning("parked message at %d has no REAL_TOPIC/REAL_QID; dropped", commit_log_offset)
             return True
+        real_topic, real_queue = destination
         # As Java: the stored property string keeps DELAY, REAL_TOPIC and REAL_QID.
         inner = MessageExtBrokerInner(
             topic=real_topic, queue_id=real_queue, flag=message.flag, body=message.body,

@@ -8,14 +8,21 @@ from __future__ import annotations
 
 import logging
 import random
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import trio
 
 from pyrmq.broker.config import BrokerRole
 from pyrmq.broker.offsets_and_groups import required_group
+from pyrmq.broker.recall_processor import recall_handle_for
 from pyrmq.broker.schedule_service import redirect_to_schedule
 from pyrmq.broker.transaction_messages import half_message
+from pyrmq.broker.timer_service import (
+    clear_timer_properties,
+    is_timer_message,
+    transform_timer_message,
+    wall_clock_ms,
+)
 from pyrmq.broker.topic_config import (
     DLQ_GROUP_TOPIC_PREFIX,
     NOT_ALLOWED_SEND_TOPICS,
@@ -144,6 +151,14 @@ def required_send_fields(header: dict[str, str], keys: _Keys) -> tuple[str, int,
             _required_int(header, keys.born_timestamp, bits=64), _required_int(header, keys.flag))
 
 
+def _delay_level(properties: dict[str, str]) -> int:
+    """Java getDelayTimeLevel, 0 when absent (or, here, not a number)."""
+    try:
+        return int(properties.get(MessageConst.PROPERTY_DELAY_TIME_LEVEL, "0"))
+    except ValueError:
+        return 0
+
+
 def _split_addr(addr: str) -> tuple[str, int]:
     host, _, port = addr.rpartition(":")
     return host.strip("[]"), int(port)
@@ -154,7 +169,8 @@ class SendMessageProcessor:
 
     def __init__(self, *, config: BrokerConfig, store: DefaultMessageStore, topics: TopicConfigManager,
                  groups: SubscriptionGroupManager, flush_service: FlushService, stats: BrokerStats,
-                 max_delay_level: int, replicas: HAService | None = None) -> None:
+                 max_delay_level: int, replicas: HAService | None = None,
+                 clock: Callable[[], int] = wall_clock_ms) -> None:
         self.config = config
         self.store = store
         self.topics = topics
@@ -165,6 +181,7 @@ class SendMessageProcessor:
         self.slave_timeout_s = config.slave_timeout / 1000
         self.stats = stats
         self.max_delay_level = max_delay_level
+        self.clock = clock   # wall clock ms: timer messages' delivery times
         self.store_host = (config.broker_ip1, config.listen_port)
         self.cluster_name = config.broker_cluster_name
         self.sync_flush = store.config.flush_disk_type is FlushDiskType.SYNC_FLUSH
@@ -218,8 +235,12 @@ class SendMessageProcessor:
             if wait_value is not None:
                 del properties[MessageConst.PROPERTY_WAIT_STORE_MSG_OK]
             store_topic, store_queue_id = topic, queue_id
-            if (not is_half and MessageSysFlag.transaction_value(sys_flag) in _DELAYABLE
-                    and MessageConst.PROPERTY_DELAY_TIME_LEVEL in properties):
+            recall_handle = None
+            delayable = not is_half and MessageSysFlag.transaction_value(sys_flag) in _DELAYABLE
+            if delayable and MessageConst.PROPERTY_DELAY_TIME_LEVEL in properties:
+                if _delay_level(properties) > 0:
+                    # as Apache 5: a delay level wins, the timer properties go
+                    clear_timer_properties(properties)
                 if wait_value is not None:
                     properties[MessageConst.PROPERTY_WAIT_STORE_MSG_OK] = wait_value
                 parked = redirect_to_schedule(properties, topic, queue_id, self.max_delay_level)
@@ -228,6 +249,14 @@ class SendMessageProcessor:
                 elif wait_value is not None:
                     del properties[MessageConst.PROPERTY_WAIT_STORE_MSG_OK]
                 entries_held = max(entries_held, len(properties))
+            if delayable and store_topic == topic and is_timer_message(properties, topic):
+                timer = self._timer(request, properties, topic, queue_id, wait_value)
+                if isinstance(timer, RemotingCommand):
+                    return timer
+                if timer is not None:
+                    store_topic, store_queue_id = timer
+                    entries_held = max(entries_held, len(properties))
+                    recall_handle = recall_handle_for(properties, self.config.broker_name)
             inner = MessageExtBrokerInner(
                 topic=store_topic, queue_id=store_queue_id, flag=flag, body=bytes(body),
                 properties_string=properties_to_string(properties, entries_held), sys_flag=sys_flag,
@@ -241,7 +270,26 @@ class SendMessageProcessor:
                     properties[MessageConst.PROPERTY_WAIT_STORE_MSG_OK] = wait_value
                 inner = half_message(inner, properties)
             result = self.store.put_message(inner)
+            if recall_handle is not None:
+                return self._respond(request, result, queue_id, wait_store, self.topics.created_unwritten(topic),
+                                     {"recallHandle": recall_handle})
         return self._respond(request, result, queue_id, wait_store, self.topics.created_unwritten(topic))
+
+    def _timer(self, request: RemotingCommand, properties: dict[str, str], topic: str, queue_id: int,
+               wait_value: str | None) -> tuple[str, int] | RemotingCommand | None:
+        """A 5.x timer message is parked in the timer topic, or refused (Apache's codes and remarks)."""
+        if wait_value is not None:   # the string is rebuilt with WAIT, as for a delay level
+            properties[MessageConst.PROPERTY_WAIT_STORE_MSG_OK] = wait_value
+        result = transform_timer_message(properties, topic, queue_id, self.store.config, self.clock())
+        if result is None or isinstance(result[0], int):
+            if wait_value is not None:
+                del properties[MessageConst.PROPERTY_WAIT_STORE_MSG_OK]
+        if result is None:
+            return None
+        if isinstance(result[0], int):
+            code, remark = result
+            return request.response(code, str(remark))
+        return result[0], int(result[1])
 
     def _check(self, request: RemotingCommand, header: dict[str, str], keys: _Keys, topic: str, queue_id: int):
         broker = self.config
@@ -287,7 +335,8 @@ class SendMessageProcessor:
         return topic_config
 
     def _respond(self, request: RemotingCommand, result: PutMessageResult, queue_id: int,
-                 wait_store: bool, topic_unwritten: bool = False) -> RemotingCommand | Deferred:
+                 wait_store: bool, topic_unwritten: bool = False,
+                 more_ext: dict[str, str] | None = None) -> RemotingCommand | Deferred:
         code, remark = _PUT_STATUS_RESPONSES.get(result.status, (ResponseCode.SYSTEM_ERROR, str(result.status)))
         if result.status is PutMessageStatus.SERVICE_NOT_AVAILABLE:
             # as Apache's diskUtil(): the last readings of the clean service, no statvfs here
@@ -296,7 +345,7 @@ class SendMessageProcessor:
             return request.response(code, remark)
         append = result.append_result
         ext = {"msgId": append.msg_id, "queueId": str(queue_id), "queueOffset": str(append.logics_offset),
-               **self._response_fields}
+               **self._response_fields, **(more_ext or {})}
         self.stats.put_count += append.msg_num
         next_offset = append.wrote_offset + append.wrote_bytes
         sync = self.sync_flush and wait_store
@@ -383,6 +432,7 @@ class SendMessageProcessor:
             if delay_level == 0:
                 delay_level = 3 + message.reconsume_times
             properties[MessageConst.PROPERTY_DELAY_TIME_LEVEL] = str(delay_level)
+            clear_timer_properties(properties)
         if not properties.get(MessageConst.PROPERTY_ORIGIN_MESSAGE_ID):
             properties[MessageConst.PROPERTY_ORIGIN_MESSAGE_ID] = message.msg_id
         if not topic.startswith(DLQ_GROUP_TOPIC_PREFIX):

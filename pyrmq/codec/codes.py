@@ -60,6 +60,7 @@ class RequestCode:
     PUSH_REPLY_MESSAGE_TO_CLIENT = 326
     ADD_WRITE_PERM_OF_BROKER = 327
     LITE_PULL_MESSAGE = 361
+    RECALL_MESSAGE = 370   # 5.3: cancel a timer message not yet delivered
 
 
 class ResponseCode:
@@ -88,3 +89,4 @@ class ResponseCode:
     FILTER_DATA_NOT_LATEST = 28
     CONSUMER_NOT_ONLINE = 206
     GO_AWAY = 1500   # 5.x: the server is shutting down; reconnect elsewhere
+    ILLEGAL_OPERATION = 604

@@ -101,6 +101,15 @@ class MessageConst:
     PROPERTY_MESSAGE_TYPE = "MSG_TYPE"
     PROPERTY_INNER_MULTI_DISPATCH = "INNER_MULTI_DISPATCH"
     PROPERTY_INNER_MULTI_QUEUE_OFFSET = "INNER_MULTI_QUEUE_OFFSET"
+    # 5.x timer messages (the timing wheel, docs/MESSAGING.md)
+    PROPERTY_TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
+    PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+    PROPERTY_TIMER_DELAY_MS = "TIMER_DELAY_MS"
+    PROPERTY_TIMER_ENQUEUE_MS = "TIMER_ENQUEUE_MS"
+    PROPERTY_TIMER_DEQUEUE_MS = "TIMER_DEQUEUE_MS"
+    PROPERTY_TIMER_ROLL_TIMES = "TIMER_ROLL_TIMES"
+    PROPERTY_TIMER_OUT_MS = "TIMER_OUT_MS"
+    PROPERTY_TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"
     KEY_SEPARATOR = " "
 
 
@@ -139,6 +148,16 @@ def property_value(properties: str, name: str) -> str | None:
             if stop > start:
                 return properties[start:stop]
         end = i
+
+
+def real_destination(props: dict[str, str]) -> tuple[str, int] | None:
+    """REAL_TOPIC and REAL_QID of a parked message (delay level, timer), None when missing or bad."""
+    real_topic = props.get(MessageConst.PROPERTY_REAL_TOPIC)
+    try:
+        real_queue = int(props.get(MessageConst.PROPERTY_REAL_QUEUE_ID, ""))
+    except ValueError:
+        return None
+    return (real_topic, real_queue) if real_topic else None
 
 
 # HashMap defaults: 16 buckets, doubled whenever more than 3/4 of them would be in use.

@@ -33,6 +33,11 @@ POINTS = {
     "file.created.commitlog": "a commit log file exists, not yet sized nor mapped",
     "file.created.consumequeue": "a consume queue file exists, not yet sized nor mapped",
     "file.created.index": "an index file exists, not yet sized nor mapped",
+    "timer.unit_appended": "a timer log unit is written, its wheel slot not yet pointed at it",
+    "timer.delivered_one": "a due timer message was put to its real topic, the checkpoint's count of the "
+                           "slot's delivered messages not yet moved",
+    "timer.read_time_moved": "the timer's read time moved past a delivered slot, the slot not yet cleared",
+    "timer.flushed_before_checkpoint": "the timer log and wheel are synced, the timer checkpoint not yet written",
 }
 
 
@@ -82,6 +87,8 @@ def file_created(path: str) -> None:
     store layout (``index/<name>``, ``consumequeue/<topic>/<queue>/<name>``, else the commit log,
     whose directory is configurable)."""
     parts = os.path.normpath(path).split(os.sep)
+    if "pyrmq-timer" in parts:
+        return   # the timer's files have points of their own (timer.*)
     if len(parts) >= 2 and parts[-2] == "index":
         reach("file.created.index")
     elif len(parts) >= 4 and parts[-4] == "consumequeue":

@@ -66,6 +66,12 @@ class MessageStoreConfig:
     # A slave answers a pull whose offset moved with PULL_RETRY_IMMEDIATELY (false, Apache's
     # default: its queues may just lag the master's) or with PULL_OFFSET_MOVED (true).
     offset_check_in_slave: bool = False
+    # 5.x timer messages (Apache's MessageStoreConfig timer* keys; pyrmq.store.timer_store)
+    timer_wheel_enable: bool = True
+    timer_precision_ms: int = 1000
+    timer_max_delay_sec: int = 3 * 24 * 3600
+    timer_flush_interval_ms: int = 1000
+    mapped_file_size_timer_log: int = 100 * 1024 * 1024   # rounded up to whole timer log units
 
     def commit_log_dir(self) -> str:
         return self.store_path_commit_log or os.path.join(self.store_path_root_dir, "commitlog")
@@ -78,6 +84,10 @@ class MessageStoreConfig:
 
     def checkpoint_path(self) -> str:
         return os.path.join(self.store_path_root_dir, "checkpoint")
+
+    def timer_dir(self) -> str:
+        """pyrmq's timer files (not Apache's ``timerwheel``/``timerlog``: another format)."""
+        return os.path.join(self.store_path_root_dir, "pyrmq-timer")
 
     def abort_path(self) -> str:
         return os.path.join(self.store_path_root_dir, "abort")

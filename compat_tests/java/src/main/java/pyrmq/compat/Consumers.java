@@ -77,7 +77,7 @@ final class Consumers {
                 .put("msgId", m.getMsgId()).put("queueId", m.getQueueId()).put("queueOffset", m.getQueueOffset())
                 .put("commitLogOffset", m.getCommitLogOffset()).put("reconsumeTimes", m.getReconsumeTimes())
                 .put("bornTimestamp", m.getBornTimestamp()).put("storeTimestamp", m.getStoreTimestamp())
-                .put("sysFlag", m.getSysFlag()).put("thread", Thread.currentThread().getName());
+                .put("sysFlag", m.getSysFlag()).put("thread", Thread.currentThread().getName()).put("at", now);
             if (label != null) {
                 e.put("g", label);
             }

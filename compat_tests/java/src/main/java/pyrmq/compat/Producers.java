@@ -50,7 +50,41 @@ final class Producers {
         if (delayLevel > 0) {
             m.setDelayTimeLevel(delayLevel);
         }
+        long timerDelay = o.millis("timer-delay-ms", 0);
+        if (timerDelay > 0) {
+            timer(m, o.str("timer-api", "delay"), i, timerDelay, o.millis("timer-align-ms", -1));
+        }
         return m;
+    }
+
+    /**
+     * --timer-delay-ms D: a 5.x timer message, by Message.setDelayTimeMs(D) or (--timer-api
+     * deliver) setDeliverTimeMs(now + D); "mixed" alternates. Reflection, as 4.9.8 has neither
+     * method. The user property "created" is the wall clock when the time was set.
+     */
+    static void timer(Message m, String api, int i, long delayMs, long alignMs) {
+        boolean deliver = "deliver".equals(api) || ("mixed".equals(api) && i % 2 == 1);
+        if (alignMs >= 0) {
+            // --timer-align-ms A: set the time when the clock's milliseconds are A, so that the
+            // due time falls at a known point of the broker's one-second slots
+            long wait = Math.floorMod(alignMs - System.currentTimeMillis() % 1000, 1000);
+            try {
+                Thread.sleep(wait);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
+        long now = System.currentTimeMillis();
+        m.putUserProperty("created", Long.toString(now));
+        try {
+            if (deliver) {
+                Message.class.getMethod("setDeliverTimeMs", long.class).invoke(m, now + delayMs);
+            } else {
+                Message.class.getMethod("setDelayTimeMs", long.class).invoke(m, delayMs);
+            }
+        } catch (ReflectiveOperationException e) {
+            throw new IllegalStateException("this client has no timer message API (5.x only)", e);
+        }
     }
 
     /** `head` + "|" + 0123456789abcdef repeated, `size` bytes in all (ASCII); `head` when size is 0. */
@@ -74,7 +108,8 @@ final class Producers {
         return Json.event("sent").put("i", i).put("body", body(m)).put("tags", m.getTags()).put("keys", m.getKeys())
             .put("status", r.getSendStatus().name()).put("msgId", msgId).put("offsetMsgId", offsetMsgId)
             .put("broker", r.getMessageQueue().getBrokerName()).put("queueId", r.getMessageQueue().getQueueId())
-            .put("queueOffset", queueOffset);
+            .put("queueOffset", queueOffset).put("at", System.currentTimeMillis())
+            .put("created", m.getUserProperty("created"));
     }
 
     static void emitSent(int i, Message m, SendResult r, String msgId, String offsetMsgId,

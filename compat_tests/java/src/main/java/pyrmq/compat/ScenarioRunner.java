@@ -13,6 +13,7 @@ import org.apache.rocketmq.client.ClientConfig;
  *
  * produce       --mode sync|async|oneway|batch --count N [--tags A,B,C] [--batch-size K] [--delay-level L]
  *               [--interval-ms 0] [--stop-after-failures F] [--retries 2]
+ *               [--timer-delay-ms D [--timer-api delay|deliver|mixed] [--timer-align-ms A]] (5.x timers)
  * consume       push consumer(s): --group G --count N [--consumers K] [--tag-expr '*']
  *               [--wait-balanced 0|1] [--produce M] [--idle-ms 1000] [--timeout-ms 30000]
  *               [--client-rebalance 0] (5.x: queues from the broker, QUERY_ASSIGNMENT)
