@@ -1,5 +1,6 @@
 """Command line: ``pyrmq namesrv``, ``pyrmq broker``, ``pyrmq standalone``, and
-``pyrmq transactions -b HOST:PORT`` (pending half messages per producer group).
+``pyrmq transactions -b HOST:PORT`` (pending half messages per producer group) and
+``pyrmq dlq -b HOST:PORT -g GROUP [--resend MSGID ...]`` (a group's dead letters, see cli_dlq).
 
 The only place that configures logging.  SIGTERM and SIGINT stop gracefully: stop accepting,
 finish in-flight work, flush, persist configs, remove the abort file, exit 0.
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import trio
 
-from pyrmq import cli_transactions
+from pyrmq import cli_dlq, cli_transactions
 from pyrmq.broker.config import ConfigError, LoadedConfig, load_config_file
 from pyrmq.broker.controller import BrokerController
 from pyrmq.codec.java_properties import parse_properties
@@ -137,11 +138,21 @@ def main(argv: list[str] | None = None) -> int:
     p_tx = sub.add_parser("transactions", help="pending transactional (half) messages of a broker, per producer group")
     p_tx.add_argument("-b", "--broker", required=True, help="broker address host:port")
 
+    p_dlq = sub.add_parser("dlq", help="a consumer group's dead letters (%%DLQ%%GROUP): list them, or re-send some "
+                                       "to their original topic")
+    p_dlq.add_argument("-b", "--broker", required=True, help="broker address host:port")
+    p_dlq.add_argument("-g", "--group", required=True, help="consumer group")
+    p_dlq.add_argument("--resend", nargs="+", metavar="MSGID", help="offset msgIds (as listed) to re-send")
+    p_dlq.add_argument("--max", type=int, default=1000, help="list at most this many (default 1000)")
+
     args = parser.parse_args(argv)
     _configure_logging(args.log_level)
-    if args.command == "transactions":
+    if args.command in ("transactions", "dlq"):
         try:
-            sys.stdout.write(cli_transactions.run(args.broker))
+            if args.command == "dlq":
+                sys.stdout.write(cli_dlq.run(args.broker, args.group, args.resend, args.max))
+            else:
+                sys.stdout.write(cli_transactions.run(args.broker))
         except (OSError, RuntimeError, ValueError, RemotingTimeoutError, ChannelClosedError) as exc:
             print(f"pyrmq: {exc or type(exc).__name__}", file=sys.stderr)
             return 1

@@ -110,6 +110,12 @@ class BrokerConfig:
     transaction_check_max: int = 15
     transaction_check_interval: int = 60_000
     reject_transaction_message: bool = False
+    # Accumulation alarm (pyrmq's own keys, 0 = off): a group whose lag (messages behind, summed over
+    # its queues) or whose %DLQ%<group> size reaches the threshold is logged once and listed in
+    # runtime info until it falls below again; checked every accumulationAlarmInterval ms.
+    group_lag_alarm_threshold: int = 0
+    dlq_size_alarm_threshold: int = 0
+    accumulation_alarm_interval: int = 10_000
     slave_timeout: int = 3000        # how long a SYNC_MASTER send waits for a slave's acknowledgement (ms)
     # Reads from slaves (Apache's key): a pull answer suggests the group's whichBrokerWhenConsumeSlowly
     # when the data pulled is no longer in memory, else the group's brokerId; false: always the master.

@@ -13,6 +13,7 @@ import trio
 from pyrmq.broker.acl.plain_config import AclConfigError, PlainAclConfig
 from pyrmq.broker.acl.validator import AclValidator
 from pyrmq.broker.acl.watcher import AclFileWatcher
+from pyrmq.broker.accumulation_alarm import AccumulationAlarm
 from pyrmq.broker.admin_processor import register_admin_processors
 from pyrmq.broker.allocate_service import AllocateService
 from pyrmq.broker.assignment_processor import QueryAssignmentProcessor
@@ -20,6 +21,7 @@ from pyrmq.broker.client_manager import ConsumerManager, ProducerManager
 from pyrmq.broker.client_processor import register_client_processors
 from pyrmq.broker.config import BrokerRole, ConfigError, LoadedConfig
 from pyrmq.broker.consumer_admin_processor import register_consumer_admin_processors
+from pyrmq.broker.consumer_call_processor import register_consumer_call_processors
 from pyrmq.broker.flush_service import FlushService
 from pyrmq.broker.group_admin_processor import register_group_admin_processors
 from pyrmq.broker.ha_runtime_info import ha_runtime_info
@@ -135,6 +137,9 @@ class BrokerController:
             config=self.config, store=self.store, topics=self.topic_config_manager,
             groups=self.subscription_group_manager, consumers=self.consumer_manager,
             offsets=self.consumer_offset_manager, stats=self.stats)
+        self.accumulation_alarm = AccumulationAlarm(config=self.config, store=self.store,
+                                                    topics=self.topic_config_manager,
+                                                    offsets=self.consumer_offset_manager)
         self.end_transaction_processor = EndTransactionProcessor(config=self.config, store=self.store)
         self.transaction_check_service = TransactionCheckService(
             config=self.config, store=self.store, topics=self.topic_config_manager,
@@ -200,7 +205,8 @@ class BrokerController:
             table, loaded_config=self.loaded_config, store=self.store, topics=self.topic_config_manager,
             offsets=self.consumer_offset_manager, persister=self.config_persister, stats=self.stats,
             boot_timestamp_ms=self.boot_timestamp_ms,
-            extra_runtime_info=lambda: {**ha_runtime_info(self), **self._transaction_runtime_info()})
+            extra_runtime_info=lambda: {**ha_runtime_info(self), **self._transaction_runtime_info(),
+                                        **self.accumulation_alarm.runtime_info()})
         register_group_admin_processors(
             table, is_slave=self.is_slave, groups=self.subscription_group_manager,
             offsets=self.consumer_offset_manager, delay_offsets=self.schedule_service.offsets,
@@ -208,6 +214,8 @@ class BrokerController:
         register_consumer_admin_processors(
             table, broker_name=self.config.broker_name, store=self.store, topics=self.topic_config_manager,
             offsets=self.consumer_offset_manager, consumers=self.consumer_manager)
+        register_consumer_call_processors(table, broker_name=self.config.broker_name, store=self.store,
+                                          consumers=self.consumer_manager)
         return table
 
     def _transaction_runtime_info(self) -> dict[str, str]:
@@ -278,6 +286,7 @@ class BrokerController:
                     nursery.start_soon(self.store_clean_task.run)
                     nursery.start_soon(self.pull_processor.hold_service.run)
                     nursery.start_soon(self._housekeeping)
+                    nursery.start_soon(self.accumulation_alarm.run)
                     if self.acl_watcher is not None:
                         nursery.start_soon(self.acl_watcher.run)
                     if not self.is_slave:   # a slave takes the master's progress, it does not deliver
