@@ -20,6 +20,7 @@ import org.apache.rocketmq.client.ClientConfig;
  * litepull      DefaultLitePullConsumer: --group G --count N [--tag-expr] [--idle-ms] [--timeout-ms]
  * pull          DefaultMQPullConsumer, every queue from offset 0 to the end: --group G [--tag-expr]
  * longpoll      one push consumer waits, then --attempts A single sends, each after --idle-ms
+ * dlq           a group's message dead-lettered, read from %DLQ%group, consumeMessageDirectly (DeadLetters)
  * create-topic  --queues Q (UPDATE_AND_CREATE_TOPIC via the TBW102 route, then wait for the route)
  * orderly       MessageQueueSelector by key + MessageListenerOrderly, a second consumer joins (Ordered)
  * broadcast     BROADCASTING consumers, client-side offsets (Groups)
@@ -120,6 +121,9 @@ public final class ScenarioRunner {
                     break;
                 case "request":
                     Requests.run(o);
+                    break;
+                case "dlq":
+                    DeadLetters.run(o);
                     break;
                 case "create-topic":
                     Producers.createTopic(o, o.str("topic"), o.integer("queues", 4));
