@@ -156,7 +156,7 @@ PLAIN_ACL_FILE_NAME = "plain_acl.yml"
 _PATH_KEYS = {"storePathRootDir", "storePathCommitLog"}
 
 
-def _snake(name: str) -> str:
+def snake_name(name: str) -> str:
     s = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name)
     return re.sub(r"(?<=[A-Z])([A-Z][a-z])", r"_\1", s).lower()
 
@@ -166,7 +166,7 @@ def _camel(name: str) -> str:
     return head + "".join(part.upper() if re.fullmatch(r"ip\d*", part) else part.capitalize() for part in rest)
 
 
-def _convert(key: str, raw: str, typ: Any) -> Any:
+def convert_value(key: str, raw: str, typ: Any) -> Any:
     raw = raw.strip()
     try:
         if typ is bool:
@@ -192,7 +192,9 @@ class LoadedConfig:
     # tls.* keys (Apache's system property names) and useTLS; the NameServer of a standalone
     # process uses them too, as both roles of one JVM would.
     tls: TlsConfig = field(default_factory=TlsConfig)
-    # The directory of the -c file, where plain_acl.yml is looked for; None without a file.
+    # The -c file (runtime config changes are written into it) and its directory, where
+    # plain_acl.yml is looked for; None without a file.
+    config_file: Path | None = None
     config_dir: Path | None = None
 
     @property
@@ -213,22 +215,27 @@ class LoadedConfig:
                           "(the file is read from <dir>), set aclPlainFile, or set ROCKETMQ_HOME")
 
 
+def field_types(obj: Any) -> dict[str, Any]:
+    """Field name -> type of a config dataclass (or its instance), for ``convert_value``."""
+    return get_type_hints(obj if isinstance(obj, type) else type(obj))
+
+
 def build_config(properties: dict[str, str]) -> LoadedConfig:
     broker_fields = {f.name: f for f in dataclasses.fields(BrokerConfig)}
     store_fields = {f.name: f for f in dataclasses.fields(MessageStoreConfig)}
-    broker_types = get_type_hints(BrokerConfig)
-    store_types = get_type_hints(MessageStoreConfig)
+    broker_types = field_types(BrokerConfig)
+    store_types = field_types(MessageStoreConfig)
     broker_kwargs: dict[str, Any] = {}
     store_kwargs: dict[str, Any] = {}
     for key, raw in properties.items():
-        name = _snake(key)
+        name = snake_name(key)
         if name in broker_fields:
-            broker_kwargs[name] = _convert(key, raw, broker_types[name])
+            broker_kwargs[name] = convert_value(key, raw, broker_types[name])
         elif name in store_fields:
             typ = store_types[name]
             if typ == (str | None):
                 typ = str
-            store_kwargs[name] = _convert(key, raw, typ)
+            store_kwargs[name] = convert_value(key, raw, typ)
         elif is_tls_key(key):
             continue
         elif key in _STORE_KEYS_WITHOUT_EFFECT:
@@ -238,12 +245,12 @@ def build_config(properties: dict[str, str]) -> LoadedConfig:
             log.warning("broker.conf: unknown key %s ignored", key)
     store_kwargs.setdefault("store_path_root_dir", str(Path.home() / "store"))
     for key in _PATH_KEYS:
-        name = _snake(key)
+        name = snake_name(key)
         if store_kwargs.get(name):
             store_kwargs[name] = os.path.abspath(os.path.expanduser(store_kwargs[name]))
     broker = BrokerConfig(**broker_kwargs)
     store = MessageStoreConfig(**store_kwargs)
-    _validate(broker, store)
+    validate_config(broker, store)
     try:
         tls = tls_config_from_properties(properties, "broker.conf")
     except TlsConfigError as exc:
@@ -251,7 +258,7 @@ def build_config(properties: dict[str, str]) -> LoadedConfig:
     return LoadedConfig(broker, store, tls)
 
 
-def _validate(broker: BrokerConfig, store: MessageStoreConfig) -> None:
+def validate_config(broker: BrokerConfig, store: MessageStoreConfig) -> None:
     for key, port in (("listenPort", broker.listen_port), ("haListenPort", broker.ha_listen_port)):
         if not 0 <= port <= 65535:
             raise ConfigError(f"broker.conf: {key}={port} is not a TCP port")
@@ -262,7 +269,7 @@ def _validate(broker: BrokerConfig, store: MessageStoreConfig) -> None:
     if store.mapped_file_size_commit_log < 4096:
         raise ConfigError("broker.conf: mappedFileSizeCommitLog must be at least 4096")
     for key in ("timerPrecisionMs", "timerMaxDelaySec", "timerFlushIntervalMs", "mappedFileSizeTimerLog"):
-        if getattr(store, _snake(key)) <= 0:
+        if getattr(store, snake_name(key)) <= 0:
             raise ConfigError(f"broker.conf: {key} must be positive")
     hours = [h.strip() for h in store.delete_when.split(";")]
     if not all(h.isdigit() and int(h) < 24 for h in hours):
@@ -276,7 +283,7 @@ def _validate(broker: BrokerConfig, store: MessageStoreConfig) -> None:
         broker.broker_id = 0
     for key in ("haSendHeartbeatInterval", "haHousekeepingInterval", "haTransferBatchSize", "haSlaveFallbehindMax",
                 "slaveTimeout"):
-        if getattr(broker, _snake(key)) <= 0:
+        if getattr(broker, snake_name(key)) <= 0:
             raise ConfigError(f"broker.conf: {key} must be positive")
     if broker.ha_transfer_batch_size > MAX_TRANSFER_BODY:
         raise ConfigError(f"broker.conf: haTransferBatchSize is at most {MAX_TRANSFER_BODY} (a slave's receive buffer)")
@@ -300,7 +307,8 @@ def load_config_file(path: str | None, overrides: dict[str, str] | None = None) 
     properties.update(overrides or {})
     loaded = build_config(properties)
     if path:
-        loaded.config_dir = Path(path).absolute().parent
+        loaded.config_file = Path(path).absolute()
+        loaded.config_dir = loaded.config_file.parent
     return loaded
 
 

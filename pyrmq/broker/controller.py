@@ -24,6 +24,7 @@ from pyrmq.broker.consumer_admin_processor import register_consumer_admin_proces
 from pyrmq.broker.consumer_call_processor import register_consumer_call_processors
 from pyrmq.broker.flush_service import FlushService
 from pyrmq.broker.group_admin_processor import register_group_admin_processors
+from pyrmq.broker.runtime_config import RuntimeConfig, register_runtime_config_processor
 from pyrmq.broker.ha_runtime_info import ha_runtime_info
 from pyrmq.broker.namesrv_registration import NamesrvRegistration
 from pyrmq.broker.offsets_and_groups import ConsumerOffsetManager, SubscriptionGroupManager
@@ -216,7 +217,14 @@ class BrokerController:
             offsets=self.consumer_offset_manager, consumers=self.consumer_manager)
         register_consumer_call_processors(table, broker_name=self.config.broker_name, store=self.store,
                                           consumers=self.consumer_manager)
+        register_runtime_config_processor(table, RuntimeConfig(self.loaded_config, self.config_persister,
+                                                               self._on_permission_change))
         return table
+
+    def _on_permission_change(self) -> None:
+        # Apache: a new brokerPermission is a new data version, registered at once
+        self.topic_config_manager.data_version.next_version()
+        self.registration.request_register_all()
 
     def _transaction_runtime_info(self) -> dict[str, str]:
         # pyrmq's own key: half messages not committed nor rolled back yet, per producer group

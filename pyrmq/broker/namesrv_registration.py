@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from pyrmq.broker.topic_config import is_readable, is_writeable
 from pyrmq.codec import fastjson
 from pyrmq.codec.codes import RequestCode, ResponseCode
 from pyrmq.codec.remoting import make_request
@@ -49,9 +50,15 @@ class NamesrvRegistration:
 
     def _body(self) -> bytes:
         topics = self.ctl.topic_config_manager
+        table = {n: c.to_json() for n, c in topics.table.items()}
+        permission = self.ctl.config.broker_permission
+        if not (is_readable(permission) and is_writeable(permission)):
+            # Apache: a broker that is not readable and writable registers every topic with its
+            # permission, so clients stop sending (or pulling) there
+            table = {n: {**c, "perm": permission} for n, c in table.items()}
         body = {"filterServerList": [],
                 "topicConfigSerializeWrapper": {"dataVersion": topics.data_version.to_json(),
-                                                "topicConfigTable": {n: c.to_json() for n, c in topics.table.items()}}}
+                                                "topicConfigTable": table}}
         return fastjson.dumps(body).encode()
 
     async def register_all(self, client: RemotingClient) -> None:
