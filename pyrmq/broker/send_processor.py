@@ -294,8 +294,12 @@ class SendMessageProcessor:
     def _check(self, request: RemotingCommand, header: dict[str, str], keys: _Keys, topic: str, queue_id: int):
         broker = self.config
         if not is_writeable(broker.broker_permission):
-            return request.response(ResponseCode.NO_PERMISSION,
-                                    f"the broker[{broker.broker_ip1}] sending message is forbidden")
+            # Apache refuses only order topics here: other producers are steered away by the
+            # routes (registered with the broker's permission) and in-flight sends still land
+            existing = self.topics.select(topic)
+            if existing is not None and existing.order:
+                return request.response(ResponseCode.NO_PERMISSION,
+                                        f"the broker[{broker.broker_ip1}] sending message is forbidden")
         if self.config.broker_role is BrokerRole.SLAVE:
             # Apache's slave store refuses the put: SERVICE_NOT_AVAILABLE with the put's remark
             return self._respond(request, PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE), queue_id, False)

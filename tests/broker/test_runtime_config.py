@@ -72,18 +72,27 @@ async def route_perms(client: RemotingClient, namesrv_addr: str, topic: str) -> 
     return [q["perm"] for q in fastjson.loads(response.body)["queueDatas"]]
 
 
-async def test_broker_permission_stops_sends_and_is_registered_at_once(cluster):
+async def test_broker_permission_is_registered_at_once_and_checked_as_apache(cluster):
+    from tests.broker.rmq import pull
     assert (await send(cluster.client, cluster.broker_addr, "TopicPerm", b"before")).code == ResponseCode.SUCCESS
+    assert (await send(cluster.client, cluster.broker_addr, "TopicOrder", b"before")).code == ResponseCode.SUCCESS
+    cluster.broker.topic_config_manager.select("TopicOrder").order = True
     response = await update(cluster.client, cluster.broker_addr, "brokerPermission=4")
     assert response.code == ResponseCode.SUCCESS, response.remark
-    refused = await send(cluster.client, cluster.broker_addr, "TopicPerm", b"during")
-    assert (refused.code, refused.remark) == (ResponseCode.NO_PERMISSION,
-                                              "the broker[127.0.0.1] sending message is forbidden")
     with trio.fail_after(10):   # registered now, not at the next 30 s round
         while await route_perms(cluster.client, cluster.namesrv_addr, "TopicPerm") != [4]:
             await trio.sleep(0.05)
+    # as Apache: a send that still arrives (stale route) is stored, except to an order topic
+    assert (await send(cluster.client, cluster.broker_addr, "TopicPerm", b"during")).code == ResponseCode.SUCCESS
+    refused = await send(cluster.client, cluster.broker_addr, "TopicOrder", b"during")
+    assert (refused.code, refused.remark) == (ResponseCode.NO_PERMISSION,
+                                              "the broker[127.0.0.1] sending message is forbidden")
+    assert (await update(cluster.client, cluster.broker_addr, "brokerPermission=2")).code == ResponseCode.SUCCESS
+    response, _ = await pull(cluster.client, cluster.broker_addr, "TopicPerm", 0, 0)
+    assert (response.code, response.remark) == (ResponseCode.NO_PERMISSION,
+                                                "the broker[127.0.0.1] pulling message is forbidden")
     assert (await update(cluster.client, cluster.broker_addr, "brokerPermission=6")).code == ResponseCode.SUCCESS
-    assert (await send(cluster.client, cluster.broker_addr, "TopicPerm", b"after")).code == ResponseCode.SUCCESS
+    assert (await send(cluster.client, cluster.broker_addr, "TopicOrder", b"after")).code == ResponseCode.SUCCESS
     with trio.fail_after(10):
         while await route_perms(cluster.client, cluster.namesrv_addr, "TopicPerm") != [6]:
             await trio.sleep(0.05)
