@@ -334,7 +334,7 @@ class BrokerController:
         self.pull_processor.hold_service.wake_all()
         with trio.move_on_after(SHUTDOWN_GRACE_S):
             await trio.to_thread.run_sync(self.store.flush_commit_log)
-            while self.flush_service._waiters:
+            while self.flush_service.pending_waiters:
                 await trio.sleep(0.01)
             await trio.sleep(0.05)   # let writers drain the last responses
         nursery.cancel_scope.cancel()

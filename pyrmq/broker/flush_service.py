@@ -13,11 +13,10 @@ ASYNC_FLUSH: the commit log is flushed every ``flushIntervalCommitLog`` ms once
 from __future__ import annotations
 
 import logging
-from collections import deque
-
 import trio
 
 from pyrmq.common.guard import ServiceGuard
+from pyrmq.common.offset_waiters import OffsetWaiters
 from pyrmq.store.message_store import DefaultMessageStore, FlushDiskType, MessageStoreConfig
 
 log = logging.getLogger(__name__)
@@ -25,16 +24,6 @@ log = logging.getLogger(__name__)
 # After a failed group commit (EIO, ENOSPC on a file system that allocates at writeback), the
 # waiting sends are flushed again this often until their syncFlushTimeout.
 FLUSH_RETRY_S = 0.05
-
-
-class _FlushWaiter:
-    __slots__ = ("next_offset", "event", "flushed", "gone")
-
-    def __init__(self, next_offset: int) -> None:
-        self.next_offset = next_offset
-        self.event = trio.Event()
-        self.flushed = False
-        self.gone = False     # timed out or cancelled: the group-commit loop drops it
 
 
 class _LeastPages:
@@ -58,23 +47,22 @@ class FlushService:
     def __init__(self, store: DefaultMessageStore, config: MessageStoreConfig) -> None:
         self.store = store
         self.config = config
-        self._waiters: deque[_FlushWaiter] = deque()
+        self._waiters = OffsetWaiters()
         self._wake = trio.Event()
         self.group_commits = 0
 
+    @property
+    def pending_waiters(self) -> int:
+        """Sends still waiting for their group commit (a graceful stop waits for none)."""
+        return self._waiters.pending
+
     async def wait_flushed(self, next_offset: int) -> bool:
         """True once the commit log is flushed past ``next_offset``; False after syncFlushTimeout."""
-        waiter = _FlushWaiter(next_offset)
-        self._waiters.append(waiter)
         self._wake.set()
-        try:
-            with trio.move_on_after(self.config.sync_flush_timeout / 1000):
-                await waiter.event.wait()
-        finally:
-            waiter.gone = True
-        if not waiter.flushed:
+        flushed = await self._waiters.wait(next_offset, self.config.sync_flush_timeout / 1000)
+        if not flushed:
             log.warning("sync flush timed out at offset %d", next_offset)
-        return waiter.flushed
+        return flushed
 
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
@@ -92,28 +80,18 @@ class FlushService:
             with guard.round():
                 await self._commit_waiters()
             # Waiters left means the flush failed: retried until each one's own deadline passes
-            # (then it is answered FLUSH_DISK_TIMEOUT and marked gone).
-            self._waiters = deque(w for w in self._waiters if not w.gone)
-            if self._waiters:
+            # (then it is answered FLUSH_DISK_TIMEOUT and gives up its place).
+            if self._waiters.pending:
                 await trio.sleep(FLUSH_RETRY_S)
                 self._wake.set()
 
     async def _commit_waiters(self) -> None:
-        while self._waiters:
+        while self._waiters.pending:
             # Everything queued until now rides on this one flush.
             flushed = await trio.to_thread.run_sync(self.store.flush_commit_log)
             self.group_commits += 1
-            pending: deque[_FlushWaiter] = deque()
-            for waiter in self._waiters:
-                if waiter.gone:
-                    continue
-                if flushed >= waiter.next_offset:
-                    waiter.flushed = True
-                    waiter.event.set()
-                else:
-                    pending.append(waiter)
-            self._waiters = pending
-            if pending:
+            self._waiters.release(flushed)
+            if self._waiters.pending:
                 await trio.sleep(0.001)
 
     async def _periodic_commit_log_loop(self) -> None:
@@ -139,4 +117,4 @@ class FlushService:
     def fail_waiters(self) -> None:
         """Forget every waiter (shutdown; may run in a worker thread, so no event is set here):
         a send still waiting is answered FLUSH_DISK_TIMEOUT at its own deadline."""
-        self._waiters = deque()
+        self._waiters.forget_all()

@@ -14,15 +14,14 @@ with one log line; the service and every other connection go on.
 
 from __future__ import annotations
 
-import heapq
 import logging
-from dataclasses import dataclass, field
 from typing import Final
 
 import trio
 
 from pyrmq.codec.errors import ProtocolError
 from pyrmq.codec.message import RecordInfo
+from pyrmq.common.offset_waiters import OffsetWaiters
 from pyrmq.ha.config import HAConfig
 from pyrmq.ha.protocol import MasterSession
 from pyrmq.remoting.transport import PeerStream, TCPListener, accept_loop
@@ -33,13 +32,6 @@ log = logging.getLogger(__name__)
 # Reports are 8 bytes every few seconds or per transfer; Apache reads them into a 1 MiB buffer.
 # Anything larger in one receive is simply read in several.
 READ_CHUNK: Final = 64 * 1024
-
-
-@dataclass(order=True)
-class _ReplicaWaiter:
-    next_offset: int
-    event: trio.Event = field(compare=False, default_factory=trio.Event)
-    gone: bool = field(compare=False, default=False)   # timed out: dropped at the next prune
 
 
 class _SlaveConnection:
@@ -60,8 +52,7 @@ class HAService:
         self.connections: set[_SlaveConnection] = set()
         # the highest offset any slave has acknowledged (Apache's push2SlaveMaxOffset)
         self.push2slave_max_offset = 0
-        self._waiters: list[_ReplicaWaiter] = []   # a heap by next_offset
-        self._gone_waiters = 0
+        self._waiters = OffsetWaiters()
         self._new_data = trio.Event()
         self._writers_waiting = False
         self.transferred_bytes = 0
@@ -87,21 +78,9 @@ class HAService:
         """True once a slave acknowledged the commit log up to ``next_offset``; False after ``timeout_s``."""
         if self.push2slave_max_offset >= next_offset:
             return True
-        waiter = _ReplicaWaiter(next_offset)
-        heapq.heappush(self._waiters, waiter)
-        with trio.move_on_after(timeout_s):
-            await waiter.event.wait()
-        if waiter.event.is_set():
-            return True
-        # A slave that stopped acknowledging leaves its waiters behind: pruned once they are
-        # half the heap, so memory stays bounded by the sends of one slaveTimeout.
-        waiter.gone = True
-        self._gone_waiters += 1
-        if self._gone_waiters > len(self._waiters) // 2:
-            self._waiters = [w for w in self._waiters if not w.gone]
-            heapq.heapify(self._waiters)
-            self._gone_waiters = 0
-        return False
+        # A slave that stopped acknowledging leaves waiters behind: OffsetWaiters prunes them,
+        # so memory stays bounded by the sends of one slaveTimeout.
+        return await self._waiters.wait(next_offset, timeout_s)
 
     # --- the store's dispatcher: new data wakes the writers -------------------------------------
 
@@ -174,13 +153,7 @@ class HAService:
         if offset <= self.push2slave_max_offset:
             return
         self.push2slave_max_offset = offset
-        waiters = self._waiters
-        while waiters and waiters[0].next_offset <= offset:
-            waiter = heapq.heappop(waiters)
-            if waiter.gone:
-                self._gone_waiters -= 1
-            else:
-                waiter.event.set()
+        self._waiters.release(offset)
 
     async def _transfer(self, conn: _SlaveConnection) -> None:
         await conn.first_report.wait()

@@ -69,7 +69,7 @@ async def test_timed_out_waiters_stop_the_group_commit_loop(nursery):
     nursery.start_soon(service.run)
     assert await service.wait_flushed(11) is False
     with trio.fail_after(5):
-        while service._waiters:     # what a graceful stop waits for
+        while service.pending_waiters:     # what a graceful stop waits for
             await trio.sleep(0.01)
 
 
@@ -84,4 +84,4 @@ async def test_fail_waiters_leaves_the_answer_to_the_deadline(autojump_clock):
         nursery.start_soon(send)
         await trio.testing.wait_all_tasks_blocked()
         await trio.to_thread.run_sync(service.fail_waiters)   # shutdown calls it from a thread
-    assert results == [False] and not service._waiters
+    assert results == [False] and not service.pending_waiters
