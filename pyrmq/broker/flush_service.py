@@ -13,6 +13,7 @@ ASYNC_FLUSH: the commit log is flushed every ``flushIntervalCommitLog`` ms once
 from __future__ import annotations
 
 import logging
+from typing import Callable
 import trio
 
 from pyrmq.common.guard import ServiceGuard
@@ -96,23 +97,24 @@ class FlushService:
 
     async def _periodic_commit_log_loop(self) -> None:
         cfg = self.config
-        pages = _LeastPages(cfg.flush_commit_log_least_pages, cfg.flush_commit_log_thorough_interval)
-        interval = cfg.flush_interval_commit_log / 1000
-        guard = ServiceGuard("commit log flush", log)
-        while True:
-            await trio.sleep(interval)
-            with guard.round():
-                await trio.to_thread.run_sync(self.store.flush_commit_log, pages.now())
+        await self._periodic_flush("commit log flush", self.store.flush_commit_log, cfg.flush_interval_commit_log,
+                                   cfg.flush_commit_log_least_pages, cfg.flush_commit_log_thorough_interval)
 
     async def _consume_queue_loop(self) -> None:
         cfg = self.config
-        pages = _LeastPages(cfg.flush_consume_queue_least_pages, cfg.flush_consume_queue_thorough_interval)
-        interval = cfg.flush_interval_consume_queue / 1000
-        guard = ServiceGuard("consume queue flush", log)
+        await self._periodic_flush("consume queue flush", self.store.flush_consume_queues,
+                                   cfg.flush_interval_consume_queue, cfg.flush_consume_queue_least_pages,
+                                   cfg.flush_consume_queue_thorough_interval)
+
+    @staticmethod
+    async def _periodic_flush(name: str, flush: Callable[[int], object], interval_ms: int, least_pages: int,
+                              thorough_interval_ms: int) -> None:
+        pages = _LeastPages(least_pages, thorough_interval_ms)
+        guard = ServiceGuard(name, log)
         while True:
-            await trio.sleep(interval)
+            await trio.sleep(interval_ms / 1000)
             with guard.round():
-                await trio.to_thread.run_sync(self.store.flush_consume_queues, pages.now())
+                await trio.to_thread.run_sync(flush, pages.now())
 
     def fail_waiters(self) -> None:
         """Forget every waiter (shutdown; may run in a worker thread, so no event is set here):
