@@ -1,4 +1,4 @@
-"""Command line: ``pyrmq namesrv``, ``pyrmq broker``, ``pyrmq standalone``, and
+"""Command line: ``pyrmq namesrv``, ``pyrmq broker``, ``pyrmq standalone``, ``pyrmq filtersrv``, and
 ``pyrmq transactions -b HOST:PORT`` (pending half messages per producer group) and
 ``pyrmq dlq -b HOST:PORT -g GROUP [--resend MSGID ...]`` (a group's dead letters, see cli_dlq).
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import trio
 
-from pyrmq import cli_dlq, cli_transactions
+from pyrmq import cli_dlq, cli_filtersrv, cli_transactions
 from pyrmq.broker.config import ConfigError, LoadedConfig, load_config_file
 from pyrmq.broker.controller import BrokerController
 from pyrmq.codec.java_properties import parse_properties
@@ -145,8 +145,17 @@ def main(argv: list[str] | None = None) -> int:
     p_dlq.add_argument("--resend", nargs="+", metavar="MSGID", help="offset msgIds (as listed) to re-send")
     p_dlq.add_argument("--max", type=int, default=1000, help="list at most this many (default 1000)")
 
+    cli_filtersrv.add_parser(sub)
+
     args = parser.parse_args(argv)
     _configure_logging(args.log_level)
+    if args.command == "filtersrv":
+        try:
+            return cli_filtersrv.run(args)
+        except (OSError, ExceptionGroup) as exc:
+            return _os_errors_exit(exc)
+        except KeyboardInterrupt:
+            return 0
     if args.command in ("transactions", "dlq"):
         try:
             if args.command == "dlq":
@@ -184,14 +193,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pyrmq: {exc}", file=sys.stderr)
         return 2
     except (OSError, ExceptionGroup) as exc:
-        errors = _leaf_errors(exc)
-        if errors and all(isinstance(e, OSError) for e in errors):
-            for error in errors:
-                log.error("cannot run: %s", error)
-            return 1
-        raise
+        return _os_errors_exit(exc)
     except KeyboardInterrupt:
         return 0
+
+
+def _os_errors_exit(exc: BaseException) -> int:
+    """Exit status 1 with a log line each when only OS errors (a port in use ...) stopped the run."""
+    errors = _leaf_errors(exc)
+    if errors and all(isinstance(e, OSError) for e in errors):
+        for error in errors:
+            log.error("cannot run: %s", error)
+        return 1
+    raise exc
 
 
 def _leaf_errors(exc: BaseException) -> list[BaseException]:

@@ -120,6 +120,19 @@ class BrokerConfig:
     # Reads from slaves (Apache's key): a pull answer suggests the group's whichBrokerWhenConsumeSlowly
     # when the data pulled is no longer in memory, else the group's brokerId; false: always the master.
     slave_read_enable: bool = False
+    # Class filtering (docs/FILTERING.md). filterServerNums is Apache's key: the broker starts this
+    # many FilterServer processes itself (start-up only). The others are pyrmq's own, passed to
+    # those processes when they start: uploads are off unless enabled, then only for the listed
+    # consumer groups (';'-separated); operator-deployed classes come from filterClassDir; Java
+    # classes compile against the jars of filterJavaClasspath (':'-separated: rocketmq-common).
+    filter_server_nums: int = 0
+    filter_class_upload_enable: bool = False
+    filter_class_upload_groups: str = ""
+    filter_class_dir: str = ""
+    filter_java_classpath: str = ""
+    filter_match_timeout_millis: int = 1000     # wall clock for one message in a filter worker
+    filter_worker_cpu_seconds: int = 30         # RLIMIT_CPU of a filter worker process
+    filter_worker_memory_mb: int = 256          # a worker's address space (Python) or heap (Java)
 
     def __post_init__(self) -> None:
         if not self.broker_ip2:

@@ -22,6 +22,7 @@ from pyrmq.broker.client_processor import register_client_processors
 from pyrmq.broker.config import BrokerRole, ConfigError, LoadedConfig
 from pyrmq.broker.consumer_admin_processor import register_consumer_admin_processors
 from pyrmq.broker.consumer_call_processor import register_consumer_call_processors
+from pyrmq.broker.filter_server_manager import FilterServerManager
 from pyrmq.broker.flush_service import FlushService
 from pyrmq.broker.group_admin_processor import register_group_admin_processors
 from pyrmq.broker.runtime_config import RuntimeConfig, register_runtime_config_processor
@@ -100,6 +101,8 @@ class BrokerController:
         self.store_clean_task = StoreCleanTask(self.store, self.consumer_offset_manager,
                                                lambda: self.schedule_service.offset_table)
         self.registration = NamesrvRegistration(self)
+        # FilterServer processes (filterServerNums) and their registrations
+        self.filter_server_manager = FilterServerManager(self.config, self.request_register_all)
         self.schedule_service = ScheduleMessageService(self, parse_delay_levels(self.config.message_delay_level))
         # a slave copies topics, groups and offsets from its master (run only on a SLAVE)
         self.slave_sync = SlaveSynchronize(self)
@@ -194,6 +197,7 @@ class BrokerController:
         for code in (RequestCode.SEND_REPLY_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2):
             table.register(code, self.reply_processor.process)
         table.register(RequestCode.RECALL_MESSAGE, self.recall_processor.process)
+        table.register(RequestCode.REGISTER_FILTER_SERVER, self.filter_server_manager.process_register)
         if pull:
             table.register(RequestCode.PULL_MESSAGE, self.pull_processor.process)
             table.register(RequestCode.LITE_PULL_MESSAGE, self.pull_processor.process)
@@ -304,6 +308,8 @@ class BrokerController:
                             nursery.start_soon(self.timer_service.run)
                     if self.config.namesrv_addrs:
                         await nursery.start(self.registration.run, client)
+                    if self.filter_server_manager.slots:
+                        nursery.start_soon(self.filter_server_manager.run, self.server.port)
                     if self.is_slave:
                         nursery.start_soon(self.slave_sync.run, client)
                     log.info("broker %s (%s) ready: %s", self.config.broker_name, self.config.broker_cluster_name,

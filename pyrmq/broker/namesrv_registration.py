@@ -56,7 +56,8 @@ class NamesrvRegistration:
             # Apache: a broker that is not readable and writable registers every topic with its
             # permission, so clients stop sending (or pulling) there
             table = {n: {**c, "perm": permission} for n, c in table.items()}
-        body = {"filterServerList": [],
+        # the FilterServers registered with this broker: routes carry them as filterServerTable
+        body = {"filterServerList": self.ctl.filter_server_manager.addresses(),
                 "topicConfigSerializeWrapper": {"dataVersion": topics.data_version.to_json(),
                                                 "topicConfigTable": table}}
         return fastjson.dumps(body).encode()

@@ -51,6 +51,8 @@ class RequestCode:
     DELETE_TOPIC_IN_NAMESRV = 216
     GET_KVLIST_BY_NAMESPACE = 219
     GET_TOPICS_BY_CLUSTER = 224
+    REGISTER_FILTER_SERVER = 301           # a FilterServer to its broker, every 10 s
+    REGISTER_MESSAGE_FILTER_CLASS = 302    # a consumer's filter class to a FilterServer
     GET_SYSTEM_TOPIC_LIST_FROM_NS = 304
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320
