@@ -136,7 +136,7 @@ class FilterServerManager:
         if slot.process is not None:
             log.warning("FilterServer on port %d exited with status %s: starting it again", slot.port,
                         slot.process.returncode)
-            await trio.aclose_forcefully(slot.process)
+            await slot.process.wait()   # reaped already by poll(); no pipes to close
         if slot.starts % 3 == 2:   # it keeps failing on this port: take another
             slot.port = 0
         if not slot.port:
