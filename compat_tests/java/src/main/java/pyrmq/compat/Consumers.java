@@ -131,7 +131,17 @@ final class Consumers {
         if (o.integer("client-rebalance", 1) == 0) {
             Compat.setClientRebalance(c, false);
         }
-        c.subscribe(o.str("topic"), o.str("tag-expr", "*"));
+        String filterClass = o.str("filter-class", "");
+        if (filterClass.isEmpty()) {
+            c.subscribe(o.str("topic"), o.str("tag-expr", "*"));
+        } else {
+            // Class filter (FilterServers): the source is uploaded with every heartbeat, so a short
+            // --heartbeat-ms lets a restarted FilterServer get it back soon.
+            String source = new String(java.nio.file.Files.readAllBytes(java.nio.file.Paths.get(o.str("filter-source"))),
+                java.nio.charset.StandardCharsets.UTF_8);
+            c.subscribe(o.str("topic"), filterClass, source);
+        }
+        c.setHeartbeatBrokerInterval(o.integer("heartbeat-ms", 30_000));
         c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
             for (MessageExt m : msgs) {
                 received.record(index, m);

@@ -17,6 +17,8 @@ import org.apache.rocketmq.client.ClientConfig;
  * consume       push consumer(s): --group G --count N [--consumers K] [--tag-expr '*']
  *               [--wait-balanced 0|1] [--produce M] [--idle-ms 1000] [--timeout-ms 30000]
  *               [--client-rebalance 0] (5.x: queues from the broker, QUERY_ASSIGNMENT)
+ *               [--filter-class FQCN --filter-source FILE] (class filter: subscribe(topic, class, source),
+ *               pulls go to a FilterServer) [--heartbeat-ms 30000]
  * litepull      DefaultLitePullConsumer: --group G --count N [--tag-expr] [--idle-ms] [--timeout-ms]
  * pull          DefaultMQPullConsumer, every queue from offset 0 to the end: --group G [--tag-expr]
  * longpoll      one push consumer waits, then --attempts A single sends, each after --idle-ms
