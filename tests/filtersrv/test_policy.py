@@ -126,3 +126,10 @@ async def test_registrations_are_dropped_when_silent_or_closed():
     assert fsm.drop_idle(registered + IDLE_DROP_S - 1) == []
     assert fsm.drop_idle(registered + IDLE_DROP_S + 1) == ["10.0.0.1:2"]
     assert fsm.addresses() == [] and channels[1].closed
+
+
+def test_no_class_filter_key_changes_at_runtime():
+    from pyrmq.broker.runtime_config import RUNTIME_KEYS
+    keys = {"filterServerNums", "filterClassUploadEnable", "filterClassUploadGroups", "filterClassDir",
+            "filterJavaClasspath", "filterMatchTimeoutMillis", "filterWorkerCpuSeconds", "filterWorkerMemoryMb"}
+    assert not keys & RUNTIME_KEYS   # UPDATE_BROKER_CONFIG refuses them (16)
