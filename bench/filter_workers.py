@@ -1,6 +1,7 @@
 """Cost of class filtering per message and per worker start: a Python and a Java filter worker
-(pyrmq/filtersrv/workers.py, in the jail) asked about N messages one at a time, as a FilterServer
-does; the start of a worker and the compile of an uploaded Java class timed too.
+(pyrmq/filtersrv/workers.py, in the jail) asked about N messages one at a time, then in batches of
+32 as a FilterServer asks for one pull (sent together, answered one by one); the start of a
+worker and the compile of an uploaded Java class timed too.
 
     python bench/filter_workers.py [--messages 2000] [--common-jar PATH/rocketmq-common-4.9.8.jar]
 
@@ -22,6 +23,7 @@ from pyrmq.filtersrv.java_toolchain import JavaToolchain, JavaUnavailable
 from pyrmq.filtersrv.workers import FilterWorker, WorkerLimits, jail_argv
 
 PY_FILTER = b"class Even:\n    def match(self, m):\n        return int(m.properties['seq']) % 2 == 0\n"
+BATCH = 32   # the Java push consumer's pullBatchSize
 JAVA_FILTER = b"""package bench;
 public class Even implements org.apache.rocketmq.common.filter.MessageFilter {
     public boolean match(org.apache.rocketmq.common.message.MessageExt m,
@@ -52,8 +54,14 @@ async def measure(name: str, worker: FilterWorker, n: int) -> None:
         assert reply.accepted == (i % 2 == 0), reply
     total = time.perf_counter() - began
     latencies.sort()
-    print(f"{name}: worker start + load {start_ms:.0f} ms; {n} messages in {total:.2f} s = {n / total:.0f} msg/s; "
-          f"median {statistics.median(latencies):.0f} us, p99 {latencies[int(n * 0.99)]:.0f} us")
+    print(f"{name}: worker start + load {start_ms:.0f} ms; one at a time: {n} messages in {total:.2f} s = "
+          f"{n / total:.0f} msg/s, median {statistics.median(latencies):.0f} us, p99 {latencies[int(n * 0.99)]:.0f} us")
+    began = time.perf_counter()
+    for first in range(0, n, BATCH):
+        replies = await worker.match_batch([message(i) for i in range(first, min(first + BATCH, n))])
+        assert [r.accepted for r in replies] == [i % 2 == 0 for i in range(first, first + len(replies))]
+    total = time.perf_counter() - began
+    print(f"{name}: in pulls of {BATCH} (as a FilterServer asks): {n} messages in {total:.2f} s = {n / total:.0f} msg/s")
     worker.close()
 
 

@@ -32,6 +32,18 @@ REGISTER_PERIOD_S = 10.0
 PARENT_CHECK_S = 1.0
 
 
+WORK_DIR_PREFIX = "pyrmq-filtersrv-"
+
+
+def remove_stale_work_dirs() -> None:
+    """Work directories of FilterServers that died without cleaning up (kill -9): named with the
+    pid of their process, removed when no such process runs any more."""
+    for path in Path(tempfile.gettempdir()).glob(f"{WORK_DIR_PREFIX}*-*"):
+        pid = path.name.removeprefix(WORK_DIR_PREFIX).split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(path, ignore_errors=True)
+
+
 class FilterServer:
     def __init__(self, config: FiltersrvConfig) -> None:
         self.config = config
@@ -49,7 +61,8 @@ class FilterServer:
 
     def _prepare(self) -> FilterClassManager:
         """Work directory, deployed classes, the JDK (a worker thread: files)."""
-        work_dir = Path(tempfile.mkdtemp(prefix="pyrmq-filtersrv-"))
+        remove_stale_work_dirs()
+        work_dir = Path(tempfile.mkdtemp(prefix=f"{WORK_DIR_PREFIX}{os.getpid()}-"))
         work_dir.chmod(0o755)   # the jailed workers (nobody) read lib/, worker/ and classes/
         (work_dir / "cwd").mkdir(mode=0o555)
         (work_dir / "classes").mkdir(mode=0o755)

@@ -90,29 +90,34 @@ class PullForwarder:
         return request.response(ResponseCode.SUCCESS, None, ext, kept)
 
     async def _filter(self, body: bytes, group: str, topic: str) -> list[memoryview]:
+        filter_class = self.classes.find(group, topic)
+        if filter_class is None:   # replaced or dropped meanwhile
+            return []
         view = memoryview(body)
-        kept: list[memoryview] = []
+        spans: list[tuple[int, int]] = []
+        messages: list[dict[str, object]] = []
         pos = 0
         while pos < len(body):
             message, end = decode_message(body, pos)
-            filter_class = self.classes.find(group, topic)
-            if filter_class is None:   # replaced or dropped meanwhile
-                break
-            reply = await filter_class.worker.match(
+            spans.append((pos, end))
+            messages.append(dict(
                 consumer_group=group, topic=message.topic, queue_id=message.queue_id,
                 queue_offset=message.queue_offset, commit_log_offset=message.commit_log_offset,
                 sys_flag=message.sys_flag, born_timestamp=message.born_timestamp,
                 store_timestamp=message.store_timestamp, reconsume_times=message.reconsume_times,
                 flag=message.flag, properties=properties_to_string(message.properties),
-                body=_filter_body(message.body, message.sys_flag))
+                body=_filter_body(message.body, message.sys_flag)))
+            pos = end
+        replies = await filter_class.worker.match_batch(messages)
+        kept: list[memoryview] = []
+        for (start, end), message, reply in zip(spans, messages, replies):
             if reply.accepted:
                 self.accepted += 1
-                kept.append(view[pos:end])
+                kept.append(view[start:end])
             elif reply.detail:
                 self.failed += 1
-                log.warning("filter %s rejected message %s/%d@%d: %s", filter_class.class_name, topic,
-                            message.queue_id, message.queue_offset, reply.detail)
+                log.warning("filter %s rejected message %s/%s@%s: %s", filter_class.class_name, topic,
+                            message["queue_id"], message["queue_offset"], reply.detail)
             else:
                 self.rejected += 1
-            pos = end
         return kept

@@ -14,6 +14,7 @@ import logging
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import trio
@@ -139,39 +140,84 @@ class FilterWorker:
                 await self._start()
 
     async def match(self, **message: object) -> WorkerReply:
-        """The worker's verdict on one message; a failure of any kind is an error verdict.
+        """The worker's verdict on one message (see ``match_batch``)."""
+        [reply] = await self.match_batch([message])
+        return reply
 
-        A worker found dead while being asked (it exited after its previous answer, as the Java
-        worker does after an OutOfMemoryError) is replaced and asked once more, so one message's
-        failure is never charged to the next."""
+    async def match_batch(self, messages: Sequence[dict[str, object]]) -> list[WorkerReply]:
+        """The worker's verdicts on ``messages``, in order; a failure of any kind is an error verdict
+        for the message it happened on, and only that one.
+
+        The messages are sent together and answered one at a time, each answer under the
+        deadline, so the message a filter loops on is the one whose answer is missing: it is
+        rejected, the worker killed, and the rest go to a fresh worker. A worker found dead while
+        being asked (it exited after its previous answer, as the Java worker does after an
+        OutOfMemoryError) is replaced and asked once more, so a death is never charged to the
+        next message."""
+        frames = [encode_match(**message) for message in messages]
+        replies: list[WorkerReply] = []
+        retried_at = -1
         async with self._lock:
-            for attempt in range(2):
+            while len(replies) < len(frames):
                 try:
                     if self._process is None:
                         await self._start()
-                    with trio.move_on_after(self.limits.match_timeout_s) as scope:
-                        reply = await self._exchange(encode_match(**message))
-                    if scope.cancelled_caught:
-                        self.kill()
-                        return WorkerReply(VERDICT_ERROR, 0, f"no answer within {self.limits.match_timeout_s:g} s; "
-                                                             "worker killed")
                 except FilterLoadError as exc:
-                    return WorkerReply(VERDICT_ERROR, 0, str(exc))
+                    return replies + [WorkerReply(VERDICT_ERROR, 0, str(exc))] * (len(frames) - len(replies))
+                except OSError as exc:
+                    return replies + [WorkerReply(VERDICT_ERROR, 0, f"cannot start a worker: {exc}")] * (
+                        len(frames) - len(replies))
+                try:
+                    failure = await self._pipeline(frames[len(replies):], replies)
                 except trio.Cancelled:   # the pull went away mid-exchange: the worker's state is unknown
                     self.kill()
                     raise
-                except (EOFError, OSError, trio.BrokenResourceError, trio.ClosedResourceError,
-                        WorkerProtocolError) as exc:
-                    returncode = self._process.returncode if self._process is not None else None
-                    self.kill()
-                    if attempt == 0 and not isinstance(exc, WorkerProtocolError):
-                        continue
-                    return WorkerReply(VERDICT_ERROR, 0, f"worker failed ({exc}; exit status {returncode})")
-                if reply.cpu_ms * 2 >= self.limits.cpu_seconds * 1000:
-                    log.info("filter worker %s used %d ms CPU: retired", self.name, reply.cpu_ms)
-                    self.kill()
-                return reply
-        raise AssertionError("not reached")
+                if failure is None:
+                    continue
+                returncode = self._process.returncode if self._process is not None else None
+                self.kill()
+                if retried_at != len(replies) and not isinstance(failure, WorkerProtocolError):
+                    retried_at = len(replies)
+                    continue
+                replies.append(WorkerReply(VERDICT_ERROR, 0, f"worker failed ({failure}; exit status {returncode})"))
+        return replies
+
+    async def _pipeline(self, frames: list[bytes], replies: list[WorkerReply]) -> Exception | None:
+        """Send ``frames`` and append the replies as they come; stops early (the worker killed or
+        retired) or returns the failure that ended the worker."""
+        process, reader = self._process, self._reader
+        assert process is not None and process.stdin is not None and reader is not None
+        stdin = process.stdin
+
+        async def send() -> None:
+            try:
+                await stdin.send_all(b"".join(frames))
+            except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
+                pass   # the worker is gone: the reader sees it
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(send)
+            try:
+                for _ in frames:
+                    with trio.move_on_after(self.limits.match_timeout_s) as scope:
+                        prefix = await reader.read_exactly(4)
+                        reply = decode_reply(await reader.read_exactly(frame_length(prefix, MAX_REPLY_BYTES)))
+                    if scope.cancelled_caught:
+                        self.kill()
+                        replies.append(WorkerReply(VERDICT_ERROR, 0, f"no answer within "
+                                                   f"{self.limits.match_timeout_s:g} s; worker killed"))
+                        break
+                    replies.append(reply)
+                    if reply.cpu_ms * 2 >= self.limits.cpu_seconds * 1000:
+                        log.info("filter worker %s used %d ms CPU: retired", self.name, reply.cpu_ms)
+                        self.kill()
+                        break
+            except (EOFError, OSError, trio.BrokenResourceError, trio.ClosedResourceError,
+                    WorkerProtocolError) as exc:
+                nursery.cancel_scope.cancel()
+                return exc
+            nursery.cancel_scope.cancel()
+        return None
 
     def close(self) -> None:
         self.kill()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import tempfile
 import time
 import zlib
 from pathlib import Path
@@ -138,6 +139,8 @@ async def test_broker_started_filter_server(standalone):  # noqa: F811
                 await trio.sleep(0.1)
         restarted_s = time.monotonic() - killed_at
         fs_addr2 = await wait_for_filter_server(client, server, 10)
+        # the killed one's work directory (compiled classes, copied jars) is gone
+        assert not list(Path(tempfile.gettempdir()).glob(f"pyrmq-filtersrv-{pid}-*"))
         assert fs_addr2 == fs_addr   # the same port: clients' routes stay valid
         ok = await client.invoke(fs_addr2, register_request("G_TWO", EVEN_SEQ), timeout=10)
         assert ok.code == ResponseCode.SUCCESS, ok.remark

@@ -113,3 +113,15 @@ async def test_a_worker_past_half_its_cpu_limit_is_retired(cwd):
         worker.close()
     assert all(r.accepted for r in replies)
     assert worker.starts == 3   # retired after each message: none hit SIGXCPU mid-message
+
+
+async def test_a_batch_is_answered_message_by_message(cwd):
+    worker = python_worker(cwd, match_timeout_s=1.0)
+    actions = ["", "loop", "", "alloc", "", "raise", "", "connect", ""]
+    try:
+        replies = await worker.match_batch([message(2 * i, action) for i, action in enumerate(actions)])
+    finally:
+        worker.close()
+    assert [r.accepted for r in replies] == [action == "" for action in actions]
+    assert "no answer within" in replies[1].detail and "MemoryError" in replies[3].detail
+    assert worker.starts == 2   # only the loop cost a worker
