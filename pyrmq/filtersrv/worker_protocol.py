@@ -3,8 +3,9 @@ stdout: sans-I/O, the same layouts in Python (here) and in the Java worker (Filt
 
 Every frame is a 4-byte big-endian length and a payload. The FilterServer sends one LOAD (which
 class to run) and then MATCH frames, one message each; the worker answers every frame with one
-REPLY. One message per round trip is what lets the parent's deadline name the message that
-looped: it is rejected, the worker replaced, and the rest of the batch goes on.
+REPLY, in order. One reply per message is what lets the parent's deadline name the message that
+looped (the first one without a reply): it is rejected, the worker replaced, and the rest of the
+batch goes to the new one.
 """
 
 from __future__ import annotations
