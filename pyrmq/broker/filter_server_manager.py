@@ -11,6 +11,7 @@ next check (every 10 s); one silent for 30 s, or whose connection closed, leaves
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import signal
@@ -56,6 +57,13 @@ def free_port(host: str) -> int:
         return int(s.getsockname()[1])
 
 
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def _split(value: str) -> list[str]:
     return [item.strip() for item in value.replace(",", ";").split(";") if item.strip()]
 
@@ -68,9 +76,8 @@ class FilterServerManager:
         self.table: dict[str, _Registered] = {}
         self.slots = [_Slot() for _ in range(max(config.filter_server_nums, 0))]
         # Everything the processes are started with, captured now (start-up configuration only).
-        self._bind = config.bind_address
         self._local_host = "127.0.0.1" if config.bind_address in ("0.0.0.0", "::", "") else config.bind_address
-        self._advertised_host = config.broker_ip1
+        self._local_hosts = {config.broker_ip1, config.broker_ip2, self._local_host}
         options = ["--host", config.broker_ip1, "--bind", config.bind_address,
                    "--match-timeout-ms", str(config.filter_match_timeout_millis),
                    "--worker-cpu-seconds", str(config.filter_worker_cpu_seconds),
@@ -91,6 +98,13 @@ class FilterServerManager:
 
     def process_register(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         addr = required_str(request, "filterServerAddr")
+        peer_host = channel.remote_addr.rpartition(":")[0].strip("[]")
+        if not (peer_host in self._local_hosts or _is_loopback(peer_host)):
+            # Routes send consumers' class sources and pulls to the listed FilterServers: only the
+            # ones this broker started (on its own host) may be listed.
+            log.warning("REGISTER_FILTER_SERVER of %s from %s refused: not this host", addr, channel.remote_addr)
+            return request.response(ResponseCode.NO_PERMISSION,
+                                    f"a FilterServer registers from the broker's own host, not {peer_host}")
         known = self.table.get(addr)
         self.table[addr] = _Registered(channel, time.monotonic())
         if known is None or known.channel is not channel:
@@ -140,7 +154,7 @@ class FilterServerManager:
         if slot.starts % 3 == 2:   # it keeps failing on this port: take another
             slot.port = 0
         if not slot.port:
-            slot.port = free_port(self._local_host if self._bind in ("0.0.0.0", "::", "") else self._bind)
+            slot.port = free_port(self._local_host)
         slot.starts += 1
         slot.process = await trio.lowlevel.open_process(self.argv(broker_port, slot), stdin=subprocess.DEVNULL)
         log.info("FilterServer started: pid %d, port %d", slot.process.pid, slot.port)

@@ -120,6 +120,12 @@ async def test_registrations_are_dropped_when_silent_or_closed():
                                                               {"filterServerAddr": addr}))
         assert response.code == 0 and response.ext_fields == {"brokerName": "broker-x", "brokerId": "0"}
     assert fsm.addresses() == ["10.0.0.1:1", "10.0.0.1:2"] and len(changes) == 2
+    # only from the broker's own host: routes send class sources and pulls to the listed servers
+    a, _ = trio.testing.memory_stream_pair()
+    stranger = fsm.process_register(Channel(PeerStream(a, "10.9.9.9:4000")), make_request(
+        RequestCode.REGISTER_FILTER_SERVER, {"filterServerAddr": "10.9.9.9:4001"}))
+    assert stranger.code == ResponseCode.NO_PERMISSION and "10.9.9.9" in stranger.remark
+    assert fsm.addresses() == ["10.0.0.1:1", "10.0.0.1:2"]
     channels[0].close()
     assert fsm.addresses() == ["10.0.0.1:2"] and len(changes) == 3
     registered = fsm.table["10.0.0.1:2"].last_update
