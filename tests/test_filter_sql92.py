@@ -4,7 +4,7 @@ limits that keep hostile input from recursing the interpreter to death."""
 
 import pytest
 
-from pyrmq.filter import (MAX_EXPRESSION_CHARS, MAX_NESTING_DEPTH, FilterParseError, compile_cache_info,
+from pyrmq.filter import (MAX_EXPRESSION_CHARS, MAX_NESTING_DEPTH, FilterEvaluationError, FilterParseError, compile_cache_info,
                           compile_expression)
 from pyrmq.filter.values import JLong, parse_double
 
@@ -116,7 +116,7 @@ CASES = [
 def test_evaluation(text, properties, expected):
     expression = compile_expression(text)
     if expected == ERROR:
-        with pytest.raises(Exception):
+        with pytest.raises(FilterEvaluationError):
             expression.evaluate(properties)
         assert expression.matches(properties) is False
     else:

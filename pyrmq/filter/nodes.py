@@ -63,15 +63,19 @@ class Property(Node):
         return self.name
 
 
-class BooleanCast(Node):
-    """A property used as a condition: TRUE only for a Boolean TRUE value (never, for strings)."""
-
+class Unary(Node):
     __slots__ = ("operand",)
-    boolean = True
 
     def __init__(self, operand: Node) -> None:
         super().__init__(operand)
         self.operand = operand
+
+
+class BooleanCast(Unary):
+    """A property used as a condition: TRUE only for a Boolean TRUE value (never, for strings)."""
+
+    __slots__ = ()
+    boolean = True
 
     def evaluate(self, properties: Properties) -> Value:
         value = self.operand.evaluate(properties)
@@ -83,13 +87,9 @@ class BooleanCast(Node):
         return str(self.operand)
 
 
-class Not(Node):
-    __slots__ = ("operand",)
+class Not(Unary):
+    __slots__ = ()
     boolean = True
-
-    def __init__(self, operand: Node) -> None:
-        super().__init__(operand)
-        self.operand = operand
 
     def evaluate(self, properties: Properties) -> Value:
         value = self.operand.evaluate(properties)
@@ -101,12 +101,8 @@ class Not(Node):
         return f"(NOT {self.operand})"
 
 
-class Negate(Node):
-    __slots__ = ("operand",)
-
-    def __init__(self, operand: Node) -> None:
-        super().__init__(operand)
-        self.operand = operand
+class Negate(Unary):
+    __slots__ = ()
 
     def evaluate(self, properties: Properties) -> Value:
         value = self.operand.evaluate(properties)

@@ -45,22 +45,21 @@ def _java_trim(text: str) -> str:
     return text[start:end]
 
 
-def parse_integer(text: str) -> int:
-    if not _INTEGER_TEXT.match(text):
-        raise FilterEvaluationError(f'NumberFormatException: For input string: "{text}"')
-    value = int(text)
-    if not INT_MIN <= value <= INT_MAX:
+def _parse_integral(text: str, low: int, high: int) -> int:
+    value = int(text) if _INTEGER_TEXT.match(text) else high + 1
+    if not low <= value <= high:
         raise FilterEvaluationError(f'NumberFormatException: For input string: "{text}"')
     return value
 
 
+def parse_integer(text: str) -> int:
+    """``Integer.valueOf``."""
+    return _parse_integral(text, INT_MIN, INT_MAX)
+
+
 def parse_long(text: str) -> JLong:
-    if not _INTEGER_TEXT.match(text):
-        raise FilterEvaluationError(f'NumberFormatException: For input string: "{text}"')
-    value = int(text)
-    if not LONG_MIN <= value <= LONG_MAX:
-        raise FilterEvaluationError(f'NumberFormatException: For input string: "{text}"')
-    return JLong(value)
+    """``Long.valueOf``."""
+    return JLong(_parse_integral(text, LONG_MIN, LONG_MAX))
 
 
 def parse_double(text: str) -> float:
