@@ -120,6 +120,14 @@ class BrokerConfig:
     # Reads from slaves (Apache's key): a pull answer suggests the group's whichBrokerWhenConsumeSlowly
     # when the data pulled is no longer in memory, else the group's brokerId; false: always the master.
     slave_read_enable: bool = False
+    # SQL92 filtering (Apache's keys and defaults, spec filter.md 3.1): off by default; filter data of
+    # groups gone for filterDataCleanTimeSpan ms is dropped; filterSupportRetry evaluates a retry
+    # message with its original topic's filter; the bloom filter of the bitmaps is sized by the last two.
+    enable_property_filter: bool = False
+    filter_support_retry: bool = False
+    filter_data_clean_time_span: int = 24 * 3600 * 1000
+    expect_consumer_num_use_filter: int = 32
+    max_error_rate_of_bloom_filter: int = 20
 
     def __post_init__(self) -> None:
         if not self.broker_ip2:
@@ -285,6 +293,10 @@ def validate_config(broker: BrokerConfig, store: MessageStoreConfig) -> None:
                 "slaveTimeout"):
         if getattr(broker, snake_name(key)) <= 0:
             raise ConfigError(f"broker.conf: {key} must be positive")
+    if not 1 <= broker.max_error_rate_of_bloom_filter < 100:
+        raise ConfigError("broker.conf: maxErrorRateOfBloomFilter must be at least 1 and less than 100 (percent)")
+    if broker.expect_consumer_num_use_filter < 1:
+        raise ConfigError("broker.conf: expectConsumerNumUseFilter must be positive")
     if broker.ha_transfer_batch_size > MAX_TRANSFER_BODY:
         raise ConfigError(f"broker.conf: haTransferBatchSize is at most {MAX_TRANSFER_BODY} (a slave's receive buffer)")
     try:
