@@ -13,6 +13,7 @@ import java.util.concurrent.atomic.AtomicLong;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.MessageSelector;
 import org.apache.rocketmq.client.consumer.PullResult;
 import org.apache.rocketmq.client.consumer.PullStatus;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
@@ -131,7 +132,12 @@ final class Consumers {
         if (o.integer("client-rebalance", 1) == 0) {
             Compat.setClientRebalance(c, false);
         }
-        c.subscribe(o.str("topic"), o.str("tag-expr", "*"));
+        String sql = o.str("sql-expr", "");
+        if (sql.isEmpty()) {
+            c.subscribe(o.str("topic"), o.str("tag-expr", "*"));
+        } else {
+            c.subscribe(o.str("topic"), MessageSelector.bySql(sql));
+        }
         c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
             for (MessageExt m : msgs) {
                 received.record(index, m);
