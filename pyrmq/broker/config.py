@@ -110,6 +110,12 @@ class BrokerConfig:
     transaction_check_max: int = 15
     transaction_check_interval: int = 60_000
     reject_transaction_message: bool = False
+    # SQL92 filtering (Apache's keys and defaults, spec filter.md 3.1): off by default; filter data of
+    # groups gone for filterDataCleanTimeSpan ms is dropped; filterSupportRetry evaluates a retry
+    # message with its original topic's filter (the bloom sizes are with the bitmap keys below).
+    enable_property_filter: bool = False
+    filter_support_retry: bool = False
+    filter_data_clean_time_span: int = 24 * 3600 * 1000
     # Accumulation alarm (pyrmq's own keys, 0 = off): a group whose lag (messages behind, summed over
     # its queues) or whose %DLQ%<group> size reaches the threshold is logged once and listed in
     # runtime info until it falls below again; checked every accumulationAlarmInterval ms.
@@ -120,14 +126,11 @@ class BrokerConfig:
     # Reads from slaves (Apache's key): a pull answer suggests the group's whichBrokerWhenConsumeSlowly
     # when the data pulled is no longer in memory, else the group's brokerId; false: always the master.
     slave_read_enable: bool = False
-    # SQL92 filtering (Apache's keys and defaults, spec filter.md 3.1): off by default; filter data of
-    # groups gone for filterDataCleanTimeSpan ms is dropped; filterSupportRetry evaluates a retry
-    # message with its original topic's filter; the bloom filter of the bitmaps is sized by the last two.
-    enable_property_filter: bool = False
-    filter_support_retry: bool = False
-    filter_data_clean_time_span: int = 24 * 3600 * 1000
+    # SQL92 bloom bitmaps (filter.md section 3.5): computed at dispatch into the ConsumeQueueExt
+    # unit (needs the store's enableConsumeQueueExt); k and m of the bloom filter from these two.
+    enable_calc_filter_bit_map: bool = False
+    max_error_rate_of_bloom_filter: int = 20   # percent
     expect_consumer_num_use_filter: int = 32
-    max_error_rate_of_bloom_filter: int = 20
 
     def __post_init__(self) -> None:
         if not self.broker_ip2:

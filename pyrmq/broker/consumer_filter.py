@@ -54,6 +54,11 @@ class ConsumerFilterData:
     bloom_filter_data: BloomFilterData | None = None
 
     @property
+    def compiled_expression(self) -> Expression:
+        """Apache's name for the compiled expression (the bitmap calculator reads it)."""
+        return self.expression
+
+    @property
     def dead(self) -> bool:
         return self.dead_time >= self.born_time
 
