@@ -122,33 +122,49 @@ def _record_properties(record: memoryview) -> dict[str, str] | None:
         return None
 
 
+# An expression reading at most this many properties looks each up in the properties string
+# (one rfind) instead of parsing all of them into a dict: a few times faster per record.
+_LOOKUP_AT_MOST = 4
+
+
 class ExpressionMessageFilter:
     """SQL92 filter: every unit passes the consume queue (the bloom bitmap, when computed, may
     reject it there); the record's properties are evaluated and only an exact TRUE is delivered."""
 
-    __slots__ = ("filter_data",)
+    __slots__ = ("filter_data", "_lookups")
 
     def __init__(self, filter_data: ConsumerFilterData | None) -> None:
         self.filter_data = filter_data
+        names = () if filter_data is None else filter_data.expression.property_names
+        self._lookups = [(n, n + "\x01") for n in names] if len(names) <= _LOOKUP_AT_MOST else None
+
+    def _properties(self, properties: str) -> dict[str, str]:
+        if self._lookups is None:
+            return string_to_properties(properties)
+        found = {}
+        for name, key in self._lookups:
+            value = property_value(properties, key)
+            if value is not None:
+                found[name] = value
+        return found
 
     def is_matched_by_consume_queue(self, tags_code: int) -> bool:
         return True
 
     def is_matched_by_properties(self, properties: str) -> bool:
-        """Whether a just-dispatched record's properties string matches (wakes a held pull)."""
+        """Whether a record's properties string matches (a dispatched record waking a held pull)."""
         if self.filter_data is None:
             return True
-        try:
-            parsed = string_to_properties(properties)
-        except ValueError:
-            return False
-        return self.filter_data.expression.matches(parsed)
+        return self.filter_data.expression.matches(self._properties(properties))
 
     def is_matched_by_commit_log(self, record: memoryview) -> bool:
         if self.filter_data is None:
             return True
-        properties = _record_properties(record)
-        return properties is not None and self.filter_data.expression.matches(properties)
+        try:
+            properties = record_properties_string(record)
+        except ValueError:   # MessageFormatError or bad UTF-8: not a record this filter matches
+            return False
+        return self.filter_data.expression.matches(self._properties(properties))
 
 
 class RetryExpressionMessageFilter(ExpressionMessageFilter):

@@ -270,5 +270,21 @@ class StringTest(Node):
         return f"({self.operand} {'NOT ' if self.negated else ''}{self.op} {java_str(self.search)})"
 
 
-__all__ = ["And", "BooleanCast", "BooleanConstant", "Constant", "Equal", "In", "JLong", "Negate", "Node", "Not",
+def property_names(node: Node) -> frozenset[str]:
+    """Every property the expression reads (a filter then looks up only these)."""
+    names: set[str] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Property):
+            names.add(n.name)
+        for attr in ("operand", "left", "right"):
+            child = getattr(n, attr, None)
+            if isinstance(child, Node):
+                stack.append(child)
+        stack.extend(getattr(n, "operands", ()))
+    return frozenset(names)
+
+
+__all__ = ["property_names", "And", "BooleanCast", "BooleanConstant", "Constant", "Equal", "In", "JLong", "Negate", "Node", "Not",
            "Or", "Ordering", "Property", "Properties", "StringTest"]
