@@ -184,10 +184,7 @@ class RetryExpressionMessageFilter(ExpressionMessageFilter):
         return data is None or data.expression.matches(properties)
 
     def is_matched_by_properties(self, properties: str) -> bool:
-        try:
-            return self._matches(string_to_properties(properties))
-        except ValueError:
-            return False
+        return self._matches(string_to_properties(properties))
 
     def is_matched_by_commit_log(self, record: memoryview) -> bool:
         properties = _record_properties(record)
