@@ -119,7 +119,9 @@ async def test_check_client_config(cluster):
         assert (await check("TAG", "TagA || TagB")).code == 0
         response = await check("SQL92", "a = 'x")
         assert response.code == 23 and "Lexical error" in response.remark
-        cluster.broker.config.enable_property_filter = False
+        # a runtime-changeable key (UPDATE_BROKER_CONFIG), read at every check and pull
+        update = make_request(RequestCode.UPDATE_BROKER_CONFIG, {}, b"enablePropertyFilter=false\n")
+        assert (await cluster.client.invoke(cluster.broker_addr, update)).code == 0
         response = await check("SQL92", "a = 1")
         assert (response.code, response.remark) == (1, "The broker does not support consumer to filter message by SQL92")
         response, _ = await invoke(cluster, sql_pull())
