@@ -8,7 +8,7 @@
 //	send-sync | send-async | send-oneway   --count N --tags TagA,TagB (one message at a time)
 //	send-batch                             --count N --batch-size B (SendSync with B messages)
 //	                (all sends: --first F numbers the messages F .. F+N-1; --body-size pads bodies)
-//	push-consume    --count N [--tag-expr EXPR] [--consumers K] [--produce N --create-topic Q --broker ADDR]
+//	push-consume    --count N [--tag-expr EXPR | --sql-expr SQL92] [--consumers K] [--produce N --create-topic Q --broker ADDR]
 //	                K push consumers (one client instance each) in --group; with --produce the
 //	                topic is created with Q queues, the scenario waits until the consumers have
 //	                split the queues ("balanced"), then sends N messages itself. --orderly: an
@@ -93,6 +93,8 @@ type options struct {
 	count       int
 	tags        string
 	tagExpr     string
+	sqlExpr     string
+	sqlProps    int
 	bodyPrefix  string
 	batchSize   int
 	consumers   int
@@ -143,6 +145,8 @@ func parse(scenario string, args []string) *options {
 	fs.IntVar(&o.count, "count", 10, "messages to send / to expect")
 	fs.StringVar(&o.tags, "tags", "TagA,TagB,TagC", "tags cycled over the sent messages (empty: none)")
 	fs.StringVar(&o.tagExpr, "tag-expr", "*", "consumer subscription expression")
+	fs.StringVar(&o.sqlExpr, "sql-expr", "", "push-consume: subscribe with this SQL92 selector instead of the tag expression")
+	fs.IntVar(&o.sqlProps, "sql-props", 0, "message i carries a = i % 10 (absent when that is 9) and s = \"s\" + i % 3")
 	fs.StringVar(&o.bodyPrefix, "body-prefix", "", "body prefix (default: the topic)")
 	fs.IntVar(&o.batchSize, "batch-size", 8, "messages per batch (send-batch)")
 	fs.IntVar(&o.consumers, "consumers", 1, "push consumers in the group (push-consume)")
@@ -206,6 +210,12 @@ func message(o *options, i int) *primitive.Message {
 	}
 	m.WithKeys([]string{fmt.Sprintf("k-%d", i)})
 	m.WithProperty("seq", strconv.Itoa(i))
+	if o.sqlProps != 0 {
+		if i%10 != 9 {
+			m.WithProperty("a", strconv.Itoa(i%10))
+		}
+		m.WithProperty("s", fmt.Sprintf("s%d", i%3))
+	}
 	return m
 }
 
@@ -594,7 +604,11 @@ func runPushConsume(o *options, deadline time.Time) {
 		if err != nil {
 			fail(fmt.Errorf("new push consumer %d: %w", c, err))
 		}
-		err = pc.Subscribe(o.topic, consumer.MessageSelector{Type: consumer.TAG, Expression: o.tagExpr},
+		selector := consumer.MessageSelector{Type: consumer.TAG, Expression: o.tagExpr}
+		if o.sqlExpr != "" {
+			selector = consumer.MessageSelector{Type: consumer.SQL92, Expression: o.sqlExpr}
+		}
+		err = pc.Subscribe(o.topic, selector,
 			func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
 				retry := false
 				for _, m := range msgs {

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from pyrmq.codec.admin_bodies import Subscription
 from pyrmq.codec.codes import RequestCode
@@ -120,6 +120,13 @@ class ConsumerManager:
     def __init__(self, channel_expired_ms: int = 120_000) -> None:
         self.channel_expired_ms = channel_expired_ms
         self.groups: dict[str, ConsumerGroupInfo] = {}
+        # told when a group's last consumer leaves (its SQL92 filter data is then marked dead)
+        self.on_group_removed: Callable[[str], None] | None = None
+
+    def _remove_group(self, group: str) -> None:
+        del self.groups[group]
+        if self.on_group_removed is not None:
+            self.on_group_removed(group)
 
     def find_subscription(self, group: str, topic: str) -> SubscriptionData | None:
         info = self.groups.get(group)
@@ -169,7 +176,7 @@ class ConsumerManager:
         if info is None or info.channels.pop(channel, None) is None:
             return
         if not info.channels:
-            del self.groups[group]
+            self._remove_group(group)
         elif notify:
             self.notify_consumer_ids_changed(info)
 
@@ -179,7 +186,7 @@ class ConsumerManager:
                 continue
             log.info("consumer %s of group %s disconnected", channel.remote_addr, group)
             if not info.channels:
-                del self.groups[group]
+                self._remove_group(group)
             elif notify_enabled(group):
                 self.notify_consumer_ids_changed(info)
 

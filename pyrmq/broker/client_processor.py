@@ -30,6 +30,7 @@ from pyrmq.remoting.headers import optional_str, required_int, required_str
 if TYPE_CHECKING:
     from pyrmq.broker.client_manager import ConsumerManager, ProducerManager
     from pyrmq.broker.config import BrokerConfig
+    from pyrmq.broker.consumer_filter import ConsumerFilterManager
     from pyrmq.broker.offsets_and_groups import ConsumerOffsetManager, SubscriptionGroupManager
     from pyrmq.broker.rebalance_lock import RebalanceLockManager
     from pyrmq.broker.topic_config import TopicConfigManager
@@ -41,7 +42,8 @@ log = logging.getLogger(__name__)
 def register_client_processors(table: ProcessorTable, *, config: BrokerConfig, consumers: ConsumerManager,
                                producers: ProducerManager, groups: SubscriptionGroupManager,
                                offsets: ConsumerOffsetManager, topics: TopicConfigManager,
-                               locks: RebalanceLockManager, store: DefaultMessageStore) -> None:
+                               locks: RebalanceLockManager, store: DefaultMessageStore,
+                               filters: ConsumerFilterManager) -> None:
     """Register the client bookkeeping processors over the services they use."""
 
     def heart_beat(channel: Channel, request: RemotingCommand) -> RemotingCommand:
@@ -73,6 +75,9 @@ def register_client_processors(table: ProcessorTable, *, config: BrokerConfig, c
                 enum_name(consumer.get("consumeFromWhere"), _CONSUME_FROM, "CONSUME_FROM_LAST_OFFSET"),
                 subscriptions,
                 group_config.notify_consumer_ids_changed_enable and config.notify_consumer_ids_changed_enable)
+            # every heartbeat, as Apache's REGISTER event: SQL92 filters (re)registered, others dead
+            filters.register_group(group, [(s.topic, s.sub_string, s.expression_type, s.sub_version)
+                                           for s in subscriptions])
         for producer in data.get("producerDataSet") or []:
             producers.register_producer(checked_group(str(producer.get("groupName") or "")), client_info())
         return request.response(ResponseCode.SUCCESS)

@@ -110,6 +110,12 @@ class BrokerConfig:
     transaction_check_max: int = 15
     transaction_check_interval: int = 60_000
     reject_transaction_message: bool = False
+    # SQL92 filtering (Apache's keys and defaults, spec filter.md 3.1): off by default; filter data of
+    # groups gone for filterDataCleanTimeSpan ms is dropped; filterSupportRetry evaluates a retry
+    # message with its original topic's filter (the bloom sizes are with the bitmap keys below).
+    enable_property_filter: bool = False
+    filter_support_retry: bool = False
+    filter_data_clean_time_span: int = 24 * 3600 * 1000
     # Accumulation alarm (pyrmq's own keys, 0 = off): a group whose lag (messages behind, summed over
     # its queues) or whose %DLQ%<group> size reaches the threshold is logged once and listed in
     # runtime info until it falls below again; checked every accumulationAlarmInterval ms.
@@ -133,6 +139,11 @@ class BrokerConfig:
     filter_match_timeout_millis: int = 1000     # wall clock for one message in a filter worker
     filter_worker_cpu_seconds: int = 30         # RLIMIT_CPU of a filter worker process
     filter_worker_memory_mb: int = 256          # a worker's address space (Python) or heap (Java)
+    # SQL92 bloom bitmaps (filter.md section 3.5): computed at dispatch into the ConsumeQueueExt
+    # unit (needs the store's enableConsumeQueueExt); k and m of the bloom filter from these two.
+    enable_calc_filter_bit_map: bool = False
+    max_error_rate_of_bloom_filter: int = 20   # percent
+    expect_consumer_num_use_filter: int = 32
 
     def __post_init__(self) -> None:
         if not self.broker_ip2:
@@ -298,6 +309,10 @@ def validate_config(broker: BrokerConfig, store: MessageStoreConfig) -> None:
                 "slaveTimeout"):
         if getattr(broker, snake_name(key)) <= 0:
             raise ConfigError(f"broker.conf: {key} must be positive")
+    if not 1 <= broker.max_error_rate_of_bloom_filter < 100:
+        raise ConfigError("broker.conf: maxErrorRateOfBloomFilter must be at least 1 and less than 100 (percent)")
+    if broker.expect_consumer_num_use_filter < 1:
+        raise ConfigError("broker.conf: expectConsumerNumUseFilter must be positive")
     if broker.ha_transfer_batch_size > MAX_TRANSFER_BODY:
         raise ConfigError(f"broker.conf: haTransferBatchSize is at most {MAX_TRANSFER_BODY} (a slave's receive buffer)")
     try:

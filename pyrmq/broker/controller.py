@@ -18,7 +18,9 @@ from pyrmq.broker.admin_processor import register_admin_processors
 from pyrmq.broker.allocate_service import AllocateService
 from pyrmq.broker.assignment_processor import QueryAssignmentProcessor
 from pyrmq.broker.client_manager import ConsumerManager, ProducerManager
+from pyrmq.broker.check_client_config import register_check_client_config
 from pyrmq.broker.client_processor import register_client_processors
+from pyrmq.broker.consumer_filter import ConsumerFilterManager
 from pyrmq.broker.config import BrokerRole, ConfigError, LoadedConfig
 from pyrmq.broker.consumer_admin_processor import register_consumer_admin_processors
 from pyrmq.broker.consumer_call_processor import register_consumer_call_processors
@@ -50,6 +52,7 @@ from pyrmq.ha.master_service import HAService
 from pyrmq.ha.slave_client import HAClient
 from pyrmq.common.guard import ServiceGuard
 from pyrmq.common.persister import ConfigPersister
+from pyrmq.filter.bloom import BloomFilter
 from pyrmq.remoting.channel import Channel
 from pyrmq.remoting.client import RemotingClient
 from pyrmq.remoting.dispatch import ProcessorTable, RequestError
@@ -61,6 +64,8 @@ from pyrmq.store.message_store import DefaultMessageStore
 log = logging.getLogger(__name__)
 
 CLIENT_SCAN_INTERVAL_S = 10.0
+# consumerFilter.json is written this often when it changed (Apache: every 10 s)
+FILTER_PERSIST_INTERVAL_S = 10.0
 # MQVersion.Version.V5_3_1.ordinal(): only requests of newer clients are answered GO_AWAY (Apache 5.3).
 GO_AWAY_AFTER_VERSION = 475
 # How long a graceful stop lets in-flight work (sync flushes, held pulls) finish.
@@ -93,6 +98,13 @@ class BrokerController:
         self.subscription_group_manager = SubscriptionGroupManager(
             config_dir / "subscriptionGroup.json", self.config.auto_create_subscription_group)
         self.consumer_manager = ConsumerManager(self.config.channel_expired_timeout)
+        # SQL92 filters of consumer groups (consumerFilter.json), registered by heartbeats
+        self.consumer_filter_manager = ConsumerFilterManager(
+            config_dir / "consumerFilter.json",
+            BloomFilter.from_config(self.config.max_error_rate_of_bloom_filter,
+                                    self.config.expect_consumer_num_use_filter),
+            lambda: self.config.filter_data_clean_time_span)
+        self.consumer_manager.on_group_removed = self.consumer_filter_manager.unregister
         self.producer_manager = ProducerManager(self.config.channel_expired_timeout)
         self.rebalance_lock_manager = RebalanceLockManager()
         self.store = DefaultMessageStore(self.store_config)
@@ -111,7 +123,8 @@ class BrokerController:
         # config JSON files are written from worker threads, many changes to one write
         self.config_persister = ConfigPersister()
         for config_file in (self.topic_config_manager, self.subscription_group_manager,
-                            self.consumer_offset_manager, self.schedule_service.offsets):
+                            self.consumer_offset_manager, self.schedule_service.offsets,
+                            self.consumer_filter_manager):
             config_file.persister = self.config_persister
         # Replication: a master serves slaves on the HA port, a slave copies its master.
         ha_config = HAConfig(
@@ -140,7 +153,7 @@ class BrokerController:
         self.pull_processor = PullMessageProcessor(
             config=self.config, store=self.store, topics=self.topic_config_manager,
             groups=self.subscription_group_manager, consumers=self.consumer_manager,
-            offsets=self.consumer_offset_manager, stats=self.stats)
+            offsets=self.consumer_offset_manager, stats=self.stats, filters=self.consumer_filter_manager)
         self.accumulation_alarm = AccumulationAlarm(config=self.config, store=self.store,
                                                     topics=self.topic_config_manager,
                                                     offsets=self.consumer_offset_manager)
@@ -205,7 +218,9 @@ class BrokerController:
         register_client_processors(
             table, config=self.config, consumers=self.consumer_manager, producers=self.producer_manager,
             groups=self.subscription_group_manager, offsets=self.consumer_offset_manager,
-            topics=self.topic_config_manager, locks=self.rebalance_lock_manager, store=self.store)
+            topics=self.topic_config_manager, locks=self.rebalance_lock_manager, store=self.store,
+            filters=self.consumer_filter_manager)
+        register_check_client_config(table, self.config)
         register_admin_processors(
             table, loaded_config=self.loaded_config, store=self.store, topics=self.topic_config_manager,
             offsets=self.consumer_offset_manager, persister=self.config_persister, stats=self.stats,
@@ -264,6 +279,7 @@ class BrokerController:
         self.topic_config_manager.load()
         self.consumer_offset_manager.load()
         self.subscription_group_manager.load()
+        self.consumer_filter_manager.load()
         self.schedule_service.load()
         self.store.load()
         self.store.start()
@@ -348,7 +364,8 @@ class BrokerController:
     def _persist_and_close_store(self) -> None:
         self.flush_service.fail_waiters()
         for persist in (self.consumer_offset_manager.persist, self.topic_config_manager.persist,
-                        self.subscription_group_manager.persist, self.schedule_service.persist):
+                        self.subscription_group_manager.persist, self.schedule_service.persist,
+                        self.consumer_filter_manager.persist):
             try:
                 persist()
             except OSError as exc:
@@ -365,13 +382,16 @@ class BrokerController:
         await self._stopped.wait()
 
     async def _housekeeping(self) -> None:
-        last_scan = trio.current_time()
+        last_scan = last_filter_persist = trio.current_time()
         interval = self.config.flush_consumer_offset_interval / 1000
         guard = ServiceGuard("consumer offset persistence and client scan", log)
         while True:
             await trio.sleep(interval)
             with guard.round():
                 self.consumer_offset_manager.persist_if_dirty()
+                if trio.current_time() - last_filter_persist >= FILTER_PERSIST_INTERVAL_S:
+                    last_filter_persist = trio.current_time()
+                    self.consumer_filter_manager.persist_if_needed()
                 if trio.current_time() - last_scan >= CLIENT_SCAN_INTERVAL_S:
                     last_scan = trio.current_time()
                     for channel in set(self.consumer_manager.scan_not_active()

@@ -19,12 +19,15 @@ import trio
 
 from pyrmq.broker.client_manager import SUB_ALL, SubscriptionData
 from pyrmq.broker.config import BrokerConfig, BrokerRole
+from pyrmq.broker.consumer_filter import ConsumerFilterData, ConsumerFilterManager, build_filter_data, is_tag_type
 from pyrmq.broker.offsets_and_groups import required_group
 from pyrmq.broker.topic_config import is_readable
 from pyrmq.codec.codes import ResponseCode
-from pyrmq.codec.message import MessageConst, RecordInfo, property_value, record_properties_string
+from pyrmq.codec.message import MessageConst, RecordInfo, property_value, record_properties_string, \
+    string_to_properties
 from pyrmq.codec.remoting import RemotingCommand
 from pyrmq.common.guard import ServiceGuard
+from pyrmq.filter import FilterParseError
 from pyrmq.remoting.channel import Channel
 from pyrmq.remoting.dispatch import RequestError
 from pyrmq.remoting.headers import optional_int, optional_str, required_int, required_str
@@ -48,6 +51,7 @@ MASTER_ID = 0
 HOLD_CHECK_INTERVAL_S = 0.2
 FAQ_URL = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 _TAGS = MessageConst.PROPERTY_TAGS + "\x01"
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 
 _STATUS_CODES = {
     GetMessageStatus.FOUND: ResponseCode.SUCCESS,
@@ -110,13 +114,93 @@ class TagMessageFilter:
         return property_value(properties, _TAGS) in self.subscription.tags_set
 
 
+def _record_properties(record: memoryview) -> dict[str, str] | None:
+    """The record's properties, read without touching its body (None: not a readable record)."""
+    try:
+        return string_to_properties(record_properties_string(record))
+    except ValueError:   # MessageFormatError or bad UTF-8
+        return None
+
+
+# An expression reading at most this many properties looks each up in the properties string
+# (one rfind) instead of parsing all of them into a dict: a few times faster per record.
+_LOOKUP_AT_MOST = 4
+
+
+class ExpressionMessageFilter:
+    """SQL92 filter: every unit passes the consume queue (the bloom bitmap, when computed, may
+    reject it there); the record's properties are evaluated and only an exact TRUE is delivered."""
+
+    __slots__ = ("filter_data", "_lookups")
+
+    def __init__(self, filter_data: ConsumerFilterData | None) -> None:
+        self.filter_data = filter_data
+        names = () if filter_data is None else filter_data.expression.property_names
+        self._lookups = [(n, n + "\x01") for n in names] if len(names) <= _LOOKUP_AT_MOST else None
+
+    def _properties(self, properties: str) -> dict[str, str]:
+        if self._lookups is None:
+            return string_to_properties(properties)
+        found = {}
+        for name, key in self._lookups:
+            value = property_value(properties, key)
+            if value is not None:
+                found[name] = value
+        return found
+
+    def is_matched_by_consume_queue(self, tags_code: int) -> bool:
+        return True
+
+    def is_matched_by_properties(self, properties: str) -> bool:
+        """Whether a record's properties string matches (a dispatched record waking a held pull)."""
+        if self.filter_data is None:
+            return True
+        return self.filter_data.expression.matches(self._properties(properties))
+
+    def is_matched_by_commit_log(self, record: memoryview) -> bool:
+        if self.filter_data is None:
+            return True
+        try:
+            properties = record_properties_string(record)
+        except ValueError:   # MessageFormatError or bad UTF-8: not a record this filter matches
+            return False
+        return self.filter_data.expression.matches(self._properties(properties))
+
+
+class RetryExpressionMessageFilter(ExpressionMessageFilter):
+    """``filterSupportRetry``: a message of ``%RETRY%<group>`` is evaluated with the group's filter
+    of its original topic (its RETRY_TOPIC property); no such filter lets it through."""
+
+    __slots__ = ("group", "filters")
+
+    def __init__(self, group: str, filters: ConsumerFilterManager) -> None:
+        super().__init__(None)
+        self.group = group
+        self.filters = filters
+
+    def _matches(self, properties: dict[str, str]) -> bool:
+        real_topic = properties.get(MessageConst.PROPERTY_RETRY_TOPIC)
+        data = None if real_topic is None else self.filters.get(real_topic, self.group)
+        return data is None or data.expression.matches(properties)
+
+    def is_matched_by_properties(self, properties: str) -> bool:
+        return self._matches(string_to_properties(properties))
+
+    def is_matched_by_commit_log(self, record: memoryview) -> bool:
+        properties = _record_properties(record)
+        return properties is not None and self._matches(properties)
+
+
+MessageFilter = TagMessageFilter | ExpressionMessageFilter
+
+
 @dataclass(slots=True)
 class _HeldPull:
     channel: Channel
     request: RemotingCommand
     offset: int
     deadline: float            # trio clock
-    message_filter: TagMessageFilter
+    message_filter: MessageFilter
 
 
 class PullRequestHoldService:
@@ -217,8 +301,9 @@ class PullMessageProcessor:
 
     def __init__(self, *, config: BrokerConfig, store: DefaultMessageStore, topics: TopicConfigManager,
                  groups: SubscriptionGroupManager, consumers: ConsumerManager,
-                 offsets: ConsumerOffsetManager, stats: BrokerStats) -> None:
+                 offsets: ConsumerOffsetManager, stats: BrokerStats, filters: ConsumerFilterManager) -> None:
         self.config = config
+        self.filters = filters
         self.store = store
         self.topics = topics
         self.groups = groups
@@ -264,13 +349,24 @@ class PullMessageProcessor:
                                     f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
                                     f"[{topic_config.read_queue_nums}] consumer:[{channel.remote_addr}]")
 
+        filter_data: ConsumerFilterData | None = None
         if sys_flag & FLAG_SUBSCRIPTION:
-            expression_type = optional_str(request, "expressionType", "TAG")
-            if expression_type != "TAG":
-                return request.response(ResponseCode.SYSTEM_ERROR,
-                                        "The broker does not support consumer to filter message by SQL92")
-            subscription = SubscriptionData.build(topic, optional_str(request, "subscription"),
-                                                  sub_version, expression_type)
+            expression_type = optional_str(request, "expressionType", "TAG") or "TAG"
+            sub_string = optional_str(request, "subscription")
+            subscription = SubscriptionData.build(topic, sub_string, sub_version, expression_type)
+            if not is_tag_type(expression_type):
+                if not sub_string:   # Apache's FilterAPI.build refuses an empty expression
+                    return request.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                                            f"parse the consumer's subscription failed: Expression can't be null! "
+                                            f"{expression_type}")
+                if not config.enable_property_filter:
+                    return request.response(ResponseCode.SYSTEM_ERROR,
+                                            f"The broker does not support consumer to filter message by {expression_type}")
+                try:
+                    filter_data = build_filter_data(topic, group, sub_string, expression_type, sub_version)
+                except FilterParseError as exc:
+                    return request.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                                            f"parse the consumer's subscription failed: {exc.message}")
         else:
             group_info = self.consumers.groups.get(group)
             if group_info is None:
@@ -286,11 +382,27 @@ class PullMessageProcessor:
             if subscription.sub_version < sub_version:
                 return request.response(ResponseCode.SUBSCRIPTION_NOT_LATEST,
                                         "the consumer's subscription not latest")
-            if subscription.expression_type != "TAG":
-                return request.response(ResponseCode.SYSTEM_ERROR,
-                                        "The broker does not support consumer to filter message by SQL92")
+            if not is_tag_type(subscription.expression_type):
+                filter_data = self.filters.get(topic, group)
+                if filter_data is None:
+                    return request.response(ResponseCode.FILTER_DATA_NOT_EXIST,
+                                            "The broker's consumer filter data is not exist!Your expression may be wrong!")
+                if filter_data.client_version < sub_version:
+                    return request.response(ResponseCode.FILTER_DATA_NOT_LATEST,
+                                            "the consumer's consumer filter data not latest")
+                if not config.enable_property_filter:
+                    return request.response(
+                        ResponseCode.SYSTEM_ERROR,
+                        f"The broker does not support consumer to filter message by {subscription.expression_type}")
 
-        message_filter = TagMessageFilter(subscription)
+        message_filter: MessageFilter
+        if config.filter_support_retry and topic.startswith(RETRY_GROUP_TOPIC_PREFIX) \
+                and not subscription.class_filter_mode:
+            message_filter = RetryExpressionMessageFilter(topic[len(RETRY_GROUP_TOPIC_PREFIX):], self.filters)
+        elif filter_data is not None and not subscription.class_filter_mode:
+            message_filter = ExpressionMessageFilter(filter_data)
+        else:
+            message_filter = TagMessageFilter(subscription)
         result = self.store.get_message(group, topic, queue_id, queue_offset, max_msg_nums, message_filter)
         status = result.status
         if self.is_slave and status in _CORRECTED_STATUSES and not self.store.config.offset_check_in_slave:

@@ -41,7 +41,7 @@ BROKER_RUNTIME_KEYS = frozenset({
     "notifyConsumerIdsChangedEnable", "rejectTransactionMessage", "transactionTimeOut",
     "transactionCheckMax", "transactionCheckInterval", "recallMessageEnable",
     "allowRecallWhenBrokerNotWriteable", "groupLagAlarmThreshold", "dlqSizeAlarmThreshold",
-    "accumulationAlarmInterval",
+    "accumulationAlarmInterval", "enablePropertyFilter", "filterSupportRetry", "filterDataCleanTimeSpan",
 })
 # MessageStoreConfig keys the clean service reads at every round.
 STORE_RUNTIME_KEYS = frozenset({

@@ -13,6 +13,7 @@ import java.util.concurrent.atomic.AtomicLong;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.MessageSelector;
 import org.apache.rocketmq.client.consumer.PullResult;
 import org.apache.rocketmq.client.consumer.PullStatus;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
@@ -132,14 +133,17 @@ final class Consumers {
             Compat.setClientRebalance(c, false);
         }
         String filterClass = o.str("filter-class", "");
-        if (filterClass.isEmpty()) {
-            c.subscribe(o.str("topic"), o.str("tag-expr", "*"));
-        } else {
+        String sql = o.str("sql-expr", "");
+        if (!filterClass.isEmpty()) {
             // Class filter (FilterServers): the source is uploaded with every heartbeat, so a short
             // --heartbeat-ms lets a restarted FilterServer get it back soon.
             String source = new String(java.nio.file.Files.readAllBytes(java.nio.file.Paths.get(o.str("filter-source"))),
                 java.nio.charset.StandardCharsets.UTF_8);
             c.subscribe(o.str("topic"), filterClass, source);
+        } else if (!sql.isEmpty()) {
+            c.subscribe(o.str("topic"), MessageSelector.bySql(sql));
+        } else {
+            c.subscribe(o.str("topic"), o.str("tag-expr", "*"));
         }
         c.setHeartbeatBrokerInterval(o.integer("heartbeat-ms", 30_000));
         c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {

@@ -46,6 +46,13 @@ final class Producers {
         }
         m.setKeys("k-" + i);
         m.putUserProperty("seq", Integer.toString(i));
+        if (o.integer("sql-props", 0) != 0) {
+            // SQL92 scenarios: "a" is i % 10 except when that is 9 (absent: NULL), "s" a string
+            if (i % 10 != 9) {
+                m.putUserProperty("a", Integer.toString(i % 10));
+            }
+            m.putUserProperty("s", "s" + (i % 3));
+        }
         int delayLevel = o.integer("delay-level", 0);
         if (delayLevel > 0) {
             m.setDelayTimeLevel(delayLevel);

@@ -15,6 +15,7 @@ import org.apache.rocketmq.client.ClientConfig;
  *               [--interval-ms 0] [--stop-after-failures F] [--retries 2]
  *               [--timer-delay-ms D [--timer-api delay|deliver|mixed] [--timer-align-ms A]] (5.x timers)
  * consume       push consumer(s): --group G --count N [--consumers K] [--tag-expr '*']
+ *               [--sql-expr EXPR] (MessageSelector.bySql instead of the tag expression)
  *               [--wait-balanced 0|1] [--produce M] [--idle-ms 1000] [--timeout-ms 30000]
  *               [--client-rebalance 0] (5.x: queues from the broker, QUERY_ASSIGNMENT)
  *               [--filter-class FQCN --filter-source FILE] (class filter: subscribe(topic, class, source),
@@ -40,6 +41,7 @@ import org.apache.rocketmq.client.ClientConfig;
  *               --group G --count N [--mode sync|async|both] (Requests)
  *
  * Common: --create-topic Q (create the topic first), --body-prefix P (default: the topic),
+ *         --sql-props 1 (produced message i carries a = i % 10, absent when that is 9, and s = "s" + i % 3),
  *         --deadline-ms D (hard stop of the JVM, default 120000), --body-size S (pad bodies to
  *         S bytes, compressible), --latency-fault 1 (sendLatencyFaultEnable),
  *         --use-tls 1 (ClientConfig.setUseTLS(true) on the producer and the push consumers of
