@@ -6,7 +6,7 @@ MappedFileQueue to ``prepare_next_file`` from a worker thread:
 
 - the commit log as soon as a new file becomes current (the store calls ``on_new_file``) and at
   every scan, so the next file is ready long before the current one fills;
-- a consume queue once its last file is more than half full: there are many queues and most
+- a consume queue (and its ConsumeQueueExt) once its last file is more than half full: there are many queues and most
   never need a second file, so preparing one for each would double their open files for nothing.
 
 The scan runs every ``SCAN_INTERVAL_S`` on the loop with O(1) work per queue; file creation never
@@ -53,11 +53,12 @@ class AllocateService:
         if not commit_log_queue.next_file_prepared():
             todo.append(commit_log_queue)
         for cq in self.store.consume_queues:
-            queue = cq.mapped_file_queue
-            last = queue.last_mapped_file()
-            if (last is not None and last.wrote_position > last.file_size * CONSUME_QUEUE_PREPARE_RATIO
-                    and not queue.next_file_prepared()):
-                todo.append(queue)
+            queues = (cq.mapped_file_queue,) if cq.ext is None else (cq.mapped_file_queue, cq.ext.mapped_file_queue)
+            for queue in queues:
+                last = queue.last_mapped_file()
+                if (last is not None and last.wrote_position > last.file_size * CONSUME_QUEUE_PREPARE_RATIO
+                        and not queue.next_file_prepared()):
+                    todo.append(queue)
         return todo
 
     def prepare(self, queues: list[MappedFileQueue]) -> int:

@@ -32,6 +32,7 @@ from pyrmq.remoting.channel import Channel
 from pyrmq.remoting.dispatch import RequestError
 from pyrmq.remoting.headers import optional_int, optional_str, required_int, required_str
 from pyrmq.store.message_store import GetMessageStatus
+from pyrmq.store.model import CqExtUnit
 
 if TYPE_CHECKING:
     from pyrmq.broker.client_manager import ConsumerManager
@@ -93,7 +94,7 @@ class TagMessageFilter:
         self.filters = subscription is not None and subscription.sub_string != SUB_ALL \
             and subscription.expression_type == "TAG" and not subscription.class_filter_mode
 
-    def is_matched_by_consume_queue(self, tags_code: int) -> bool:
+    def is_matched_by_consume_queue(self, tags_code: int, ext_unit: CqExtUnit | None = None) -> bool:
         if not self.filters:
             return True
         return _int32(tags_code) in self.subscription.code_set

@@ -130,6 +130,8 @@ class ScheduleMessageService:
                 continue
             offset = max(self.offset_table.get(level, 0), cq.get_min_offset_in_queue())
             for commit_log_offset, _size, deliver_at in cq.iter_units(offset):
+                # with enableConsumeQueueExt the tagsCode addresses an ext unit holding it
+                deliver_at = cq.real_tags_code(deliver_at)
                 # A clock set back must not strand messages for longer than their delay.
                 if deliver_at > now_ms + self.delay_ms[level - 1]:
                     deliver_at = now_ms

@@ -1,7 +1,7 @@
-"""Fixed-size store structures: ConsumeQueue unit, checkpoint, IndexFile header/slot/item.
+"""Store structures: ConsumeQueue unit and its ext unit, checkpoint, IndexFile header/slot/item.
 
 Each layout is declared with construct and mirrored by a ``struct.Struct`` used on hot paths;
-tests prove the two agree. See spec/store.md §4.1, §5, §6.1.
+tests prove the two agree. See spec/store.md §4.1, §4.5, §5, §6.1.
 
 Sans-I/O: no files, no sockets, no trio.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from construct import Int32sb, Int64sb, Padding, Struct
+from construct import Bytes, Int16sb, Int32sb, Int64sb, Padding, Struct, this
 
 # --------------------------------------------------------------------------------------------
 # ConsumeQueue (store.md §4)
@@ -39,6 +39,46 @@ class CqUnit:
 def cq_unit_is_valid(commit_log_offset: int, size: int) -> bool:
     """Readers and recovery stop at the first unit that is not valid."""
     return commit_log_offset >= 0 and size > 0
+
+
+# --------------------------------------------------------------------------------------------
+# ConsumeQueueExt (store.md §4.5): variable units, addressed from a CQ unit's tagsCode
+# --------------------------------------------------------------------------------------------
+
+CQ_EXT_MIN_UNIT_SIZE = 20  # size + tagsCode + msgStoreTime + bitMapSize, no bitmap
+CQ_EXT_MAX_UNIT_SIZE = 0x7FFF  # the size field is an int16
+CQ_EXT_END_BLANK = 4  # always left free at a file's end, room for the -1 "full" marker
+CQ_EXT_FULL_MARK = -1  # size field written where the next unit did not fit
+LONG_MIN = -(1 << 63)
+# tagsCode values at or below this are ext addresses (extOffset + Long.MIN_VALUE); a real tags
+# code is a sign-extended int32 hash, so never that low
+CQ_EXT_MAX_ADDR = -(1 << 31) - 1
+CQ_EXT_MAX_REAL_OFFSET = CQ_EXT_MAX_ADDR - LONG_MIN
+
+ConsumeQueueExtUnit = Struct(
+    "size" / Int16sb,
+    "tags_code" / Int64sb,
+    "msg_store_time" / Int64sb,
+    "bit_map_size" / Int16sb,
+    "filter_bit_map" / Bytes(this.bit_map_size),
+)
+CQ_EXT_UNIT_HEAD = struct.Struct(">hqqh")   # the fixed part of ConsumeQueueExtUnit
+CQ_EXT_SIZE = struct.Struct(">h")
+
+
+def is_ext_addr(tags_code: int) -> bool:
+    """Whether a CQ unit's tagsCode is the address of an ext unit rather than a tags code."""
+    return tags_code <= CQ_EXT_MAX_ADDR
+
+
+def ext_decorate(offset: int) -> int:
+    """The tagsCode that addresses the ext unit at byte ``offset`` of the ext queue."""
+    return offset if is_ext_addr(offset) else offset + LONG_MIN
+
+
+def ext_undecorate(address: int) -> int:
+    """The ext queue byte offset an address names (a non-address is returned unchanged)."""
+    return address - LONG_MIN if is_ext_addr(address) else address
 
 
 # --------------------------------------------------------------------------------------------
@@ -110,9 +150,11 @@ def index_item_position(item: int, slots: int = INDEX_MAX_HASH_SLOT_NUM) -> int:
 
 __all__ = [
     "CHECKPOINT_4X", "CHECKPOINT_5X", "CHECKPOINT_CORRECTION_MS", "CHECKPOINT_FILE_SIZE",
+    "CQ_EXT_END_BLANK", "CQ_EXT_FULL_MARK", "CQ_EXT_MAX_ADDR", "CQ_EXT_MAX_REAL_OFFSET",
+    "CQ_EXT_MAX_UNIT_SIZE", "CQ_EXT_MIN_UNIT_SIZE", "CQ_EXT_SIZE", "CQ_EXT_UNIT_HEAD", "LONG_MIN",
     "CQ_PRE_BLANK_SIZE", "CQ_STORE_UNIT_SIZE", "CQ_UNIT", "CQ_UNITS_PER_FILE", "Checkpoint",
-    "ConsumeQueueUnit", "CqUnit", "INDEX_HEADER", "INDEX_HEADER_SIZE", "INDEX_ITEM",
+    "ConsumeQueueExtUnit", "ConsumeQueueUnit", "CqUnit", "INDEX_HEADER", "INDEX_HEADER_SIZE", "INDEX_ITEM",
     "INDEX_ITEM_SIZE", "INDEX_MAX_HASH_SLOT_NUM", "INDEX_MAX_INDEX_NUM", "INDEX_SLOT",
     "INDEX_SLOT_SIZE", "IndexHeader", "IndexItem", "IndexSlot", "checkpoint_min_timestamp",
-    "cq_unit_is_valid", "index_file_size", "index_item_position", "index_slot_position",
+    "cq_unit_is_valid", "ext_decorate", "ext_undecorate", "index_file_size", "is_ext_addr", "index_item_position", "index_slot_position",
 ]

@@ -120,7 +120,7 @@ def delete_expired_consume_queue_files(cq: ConsumeQueue, min_phy_offset: int) ->
         log.info("deleted consume queue file %s of %s queue %d (last unit at %d < commit log min %d)",
                  mf.file_name, cq.topic, cq.queue_id, phy_offset, min_phy_offset)
         deleted.append(mf)
-    cq.correct_min_offset(min_phy_offset)
+    deleted.extend(cq.correct_min_offset(min_phy_offset))   # and the ext files before its first unit
     return deleted
 
 

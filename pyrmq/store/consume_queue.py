@@ -21,7 +21,8 @@ import logging
 import os
 from typing import Callable, Iterator
 
-from pyrmq.codec.store_formats import CQ_PRE_BLANK_SIZE, CQ_STORE_UNIT_SIZE, CQ_UNIT
+from pyrmq.codec.store_formats import CQ_PRE_BLANK_SIZE, CQ_STORE_UNIT_SIZE, CQ_UNIT, is_ext_addr
+from pyrmq.store.consume_queue_ext import ConsumeQueueExt
 from pyrmq.store.mapped_file import MappedFile
 from pyrmq.store.mapped_file_queue import MappedFileQueue
 from pyrmq.store.model import DispatchError
@@ -38,7 +39,8 @@ def consume_queue_file_size(configured: int) -> int:
 
 
 class ConsumeQueue:
-    def __init__(self, topic: str, queue_id: int, root_dir: str, mapped_file_size: int) -> None:
+    def __init__(self, topic: str, queue_id: int, root_dir: str, mapped_file_size: int,
+                 ext: ConsumeQueueExt | None = None) -> None:
         self.topic = topic
         self.queue_id = queue_id
         self.mapped_file_size = consume_queue_file_size(mapped_file_size)
@@ -48,12 +50,16 @@ class ConsumeQueue:
         self.max_physic_offset = -1  # end (offset + size) of the last unit written
         self.min_logic_offset = 0  # byte position of the first readable unit
         self.units_read_at_recovery = 0   # statistics: the work start-up did on this queue
+        # with enableConsumeQueueExt: the side units a unit's tagsCode may address (store.md §4.5)
+        self.ext = ext
 
     def __repr__(self) -> str:
         return f"ConsumeQueue({self.topic!r}, {self.queue_id})"
 
     def load(self) -> None:
         self.mapped_file_queue.load()
+        if self.ext is not None:
+            self.ext.load()
 
     # ------------------------------------------------------------------ offsets
 
@@ -146,6 +152,13 @@ class ConsumeQueue:
             return None
         return CQ_UNIT.unpack_from(buf)
 
+    def real_tags_code(self, tags_code: int) -> int:
+        """The tags code a unit's tagsCode stands for: itself, or the one in the ext unit it
+        addresses (a reader that compares tags codes must go through this)."""
+        if self.ext is None or not is_ext_addr(tags_code):
+            return tags_code
+        return self.ext.get_tags_code(tags_code)
+
     def iter_units(self, start_index: int, max_units: int | None = None) -> Iterator[tuple[int, int, int]]:
         """(commit_log_offset, size, tags_code) from ``start_index``, across files."""
         index = start_index
@@ -225,6 +238,7 @@ class ConsumeQueue:
             return
         if not careful:
             self.mapped_file_queue.truncate_dirty_files(self._search_end(files), clean_run=0)
+            self._recover_ext()
             return
         index = max(0, len(files) - 3)
         mf = files[index]
@@ -237,6 +251,17 @@ class ConsumeQueue:
             break
         process_offset = mf.file_from_offset + end
         self.mapped_file_queue.truncate_dirty_files(process_offset, clean_run=self.mapped_file_size)
+        self._recover_ext()
+
+    def _last_ext_address(self) -> int | None:
+        last = self.last_unit()
+        return last[2] if last is not None and is_ext_addr(last[2]) else None
+
+    def _recover_ext(self) -> None:
+        """The ext queue ends with the unit the queue's last unit addresses (Apache recovers it
+        after the queue and truncates it to the queue's max ext address)."""
+        if self.ext is not None:
+            self.ext.recover(self._last_ext_address())
 
     def estimate_max_physic_offset(self) -> int:
         """The end (offset + size) of the last unit as the binary search finds it, changing
@@ -326,17 +351,22 @@ class ConsumeQueue:
             break
         if mfq.last_mapped_file() is None:
             mfq.set_positions(0)
+        if self.ext is not None:
+            address = self._last_ext_address()
+            if address is not None:
+                self.ext.truncate_by_max_address(address)
 
-    def correct_min_offset(self, phy_min_offset: int) -> None:
+    def correct_min_offset(self, phy_min_offset: int) -> list[MappedFile]:
         """Set the min offset to the first unit of the first file whose record is still in the
         CommitLog; as Apache's correctMinOffset, leave it where it was when there is none (a
-        queue nobody wrote to since the commit log moved on keeps its min offset)."""
+        queue nobody wrote to since the commit log moved on keeps its min offset).  Ext files
+        wholly before the first unit's ext unit are deleted: returns them."""
         mf = self.mapped_file_queue.first_mapped_file()
         if mf is None:
-            return
+            return []
         buf = mf.select(0)
         if buf is None:
-            return
+            return []
         # commit log offsets grow along a queue (pre-blank units hold 0): binary search, so a
         # start reads a few units per queue, not a file
         units = len(buf) // _UNIT
@@ -347,22 +377,32 @@ class ConsumeQueue:
                 high = mid
             else:
                 low = mid + 1
+        first_tags_code = CQ_UNIT.unpack_from(buf, low * _UNIT)[2] if low < units else 0
         buf.release()
         if low < units:
             self.min_logic_offset = mf.file_from_offset + low * _UNIT
+        if self.ext is not None and is_ext_addr(first_tags_code):
+            return self.ext.truncate_by_min_address(first_tags_code)
+        return []
 
     # ------------------------------------------------------------------ lifecycle
 
     def flush(self, least_pages: int = 0) -> int:
+        if self.ext is not None:
+            self.ext.flush(least_pages)
         return self.mapped_file_queue.flush(least_pages)
 
     def close(self) -> None:
         self.mapped_file_queue.close()
+        if self.ext is not None:
+            self.ext.close()
 
     def destroy(self) -> None:
         self.max_physic_offset = -1
         self.min_logic_offset = 0
         self.mapped_file_queue.destroy()
+        if self.ext is not None:
+            self.ext.destroy()
         try:
             os.rmdir(os.path.dirname(self.mapped_file_queue.store_path))
         except OSError:

@@ -10,6 +10,7 @@ from typing import Collection, Iterator
 
 from pyrmq.codec.store_formats import CQ_STORE_UNIT_SIZE
 from pyrmq.store.consume_queue import ConsumeQueue
+from pyrmq.store.consume_queue_ext import ConsumeQueueExt
 from pyrmq.store.model import MessageStoreConfig, StoreError
 
 log = logging.getLogger(__name__)
@@ -32,8 +33,11 @@ class ConsumeQueueTable:
     def _new(self, topic: str, queue_id: int) -> ConsumeQueue:
         if not VALID_TOPIC.fullmatch(topic) or queue_id < 0:
             raise StoreError(f"refusing a consume queue for topic {topic[:64]!r} queue {queue_id}")
-        return ConsumeQueue(topic, queue_id, self.config.consume_queue_dir(),
-                            self.config.mapped_file_size_consume_queue)
+        cfg = self.config
+        # as Apache: ext files are opened (and written) only while enableConsumeQueueExt is on
+        ext = (ConsumeQueueExt(topic, queue_id, cfg.consume_queue_ext_dir(), cfg.mapped_file_size_consume_queue_ext)
+               if cfg.enable_consume_queue_ext else None)
+        return ConsumeQueue(topic, queue_id, cfg.consume_queue_dir(), cfg.mapped_file_size_consume_queue, ext)
 
     def can_take_unit(self, topic: str, queue_id: int) -> bool:
         """True when the queue exists and its next unit fits in reserved space of its last file
@@ -121,10 +125,11 @@ class ConsumeQueueTable:
         for key in dropped:
             self.queues.pop(key).destroy()
         for topic in topics:
-            try:
-                os.rmdir(os.path.join(self.config.consume_queue_dir(), topic))
-            except OSError:
-                pass  # not empty or already gone: nothing of ours left to remove
+            for root in (self.config.consume_queue_dir(), self.config.consume_queue_ext_dir()):
+                try:
+                    os.rmdir(os.path.join(root, topic))
+                except OSError:
+                    pass  # not empty or already gone: nothing of ours left to remove
         return dropped
 
     def flush(self, least_pages: int = 0) -> None:

@@ -83,6 +83,41 @@ class ConsumeQueueDispatcher:
             self.checkpoint.logics_msg_timestamp = request.store_timestamp
 
 
+class ConsumeQueueExtDispatcher(ConsumeQueueDispatcher):
+    """The consume queue dispatcher with ``enableConsumeQueueExt``: each unit's real tags code,
+    store time and filter bitmap go to an ext unit, and the CQ unit's tagsCode addresses it
+    (Apache ConsumeQueue.putMessagePositionInfoWrapper).  A separate class, so a store without
+    the ext pays nothing for it per message."""
+
+    def __init__(self, queues: ConsumeQueueTable, checkpoint: StoreCheckpoint | None) -> None:
+        super().__init__(queues, checkpoint)
+        # record -> its SQL92 filter bitmap (the broker's CommitLogDispatcherCalcBitMap), or None
+        self.bit_map_source: Callable[[RecordInfo], bytes | None] | None = None
+
+    def dispatch(self, request: RecordInfo) -> None:
+        if request.sys_flag & _TRANSACTION_MASK not in _QUEUED_TYPES:
+            return
+        topic = request.topic
+        try:
+            cq = self.queues.find_or_create(topic, request.queue_id)
+        except StoreError as exc:
+            log.warning("not dispatching record at %d: %s", request.commit_log_offset, exc)
+            return
+        if request.commit_log_offset + request.size <= cq.max_physic_offset:
+            return   # a duplicate: its ext unit was written with it
+        tags_code = self._schedule_tags_code(request) if topic == SCHEDULE_TOPIC else request.tags_code
+        ext = cq.ext
+        if ext is not None:
+            source = self.bit_map_source
+            bit_map = source(request) if source is not None else None
+            address = ext.put(tags_code, request.store_timestamp, bit_map)
+            if address is not None:
+                tags_code = address
+        cq.put_unit(request.commit_log_offset, request.size, tags_code, request.queue_offset)   # or DispatchError
+        if self.checkpoint is not None:
+            self.checkpoint.logics_msg_timestamp = request.store_timestamp
+
+
 class IndexDispatcher:
     """Indexes UNIQ_KEY and KEYS (Apache CommitLogDispatcherBuildIndex)."""
 

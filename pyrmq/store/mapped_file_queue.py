@@ -209,6 +209,15 @@ class MappedFileQueue:
                 return mf
         return None
 
+    def locate(self, offset: int, size: int) -> tuple[MappedFile, int] | None:
+        """The file holding the ``size`` written bytes at ``offset`` and their position in it;
+        None when they are not all written (or not in one file)."""
+        mf = self.find_mapped_file_by_offset(offset)
+        if mf is None:
+            return None
+        pos = offset - mf.file_from_offset
+        return (mf, pos) if pos + size <= mf.wrote_position else None
+
     def min_offset(self) -> int:
         first = self.first_mapped_file()
         return first.file_from_offset if first is not None else -1

@@ -21,6 +21,7 @@ from pyrmq.codec.message import (
     MessageExt,
     MessageFormatError,
     MessageSysFlag,
+    RecordInfo,
     decode_message,
     pickup_store_timestamp,
     string_to_properties,
@@ -36,6 +37,7 @@ from pyrmq.store.dispatch import (
     SCHEDULE_TOPIC,
     CommitLogDispatcher,
     ConsumeQueueDispatcher,
+    ConsumeQueueExtDispatcher,
     IndexDispatcher,
     ReputService,
 )
@@ -105,6 +107,8 @@ class DefaultMessageStore:
         self._extra_dispatchers: list[CommitLogDispatcher] = []
         # (delay level, store timestamp) -> CQ tagsCode of SCHEDULE_TOPIC_XXXX units
         self._schedule_tags_code: Callable[[int, int], int] | None = None
+        # record -> SQL92 filter bitmap for its ext unit (the broker's bitmap calculator)
+        self._bit_map_source: Callable[[RecordInfo], bytes | None] | None = None
         # file expiry and the disk guard; the broker runs it periodically (clean_service.py)
         self.clean_service = CleanService(self)
 
@@ -123,6 +127,14 @@ class DefaultMessageStore:
         self._schedule_tags_code = hook
         if self._cq_dispatcher is not None:
             self._cq_dispatcher.schedule_tags_code = hook
+
+    def set_bit_map_source(self, source: Callable[[RecordInfo], bytes | None] | None) -> None:
+        """Who computes a record's filter bitmap (enableCalcFilterBitMap); it is stored in the
+        record's ConsumeQueueExt unit, so only with enableConsumeQueueExt.  Called at dispatch,
+        before the CQ unit is written (Apache runs CommitLogDispatcherCalcBitMap first)."""
+        self._bit_map_source = source
+        if isinstance(self._cq_dispatcher, ConsumeQueueExtDispatcher):
+            self._cq_dispatcher.bit_map_source = source
 
     def add_dispatcher(self, dispatcher: CommitLogDispatcher) -> None:
         """Feed ``dispatcher`` every record after the consume queue and index dispatchers."""
@@ -150,7 +162,11 @@ class DefaultMessageStore:
         reput = self.reput
         for d in list(reput.dispatchers):
             reput.remove_dispatcher(d)
-        self._cq_dispatcher = ConsumeQueueDispatcher(self.consume_queues, self.checkpoint)
+        cq_dispatcher_class = (ConsumeQueueExtDispatcher if self.config.enable_consume_queue_ext
+                               else ConsumeQueueDispatcher)
+        self._cq_dispatcher = cq_dispatcher_class(self.consume_queues, self.checkpoint)
+        if isinstance(self._cq_dispatcher, ConsumeQueueExtDispatcher):
+            self._cq_dispatcher.bit_map_source = self._bit_map_source
         self._cq_dispatcher.schedule_tags_code = self._schedule_tags_code
         # the index before the consume queue (Apache has them the other way round): a record
         # with a consume queue unit then went through every store dispatcher, so a restart that

@@ -72,12 +72,20 @@ class MessageStoreConfig:
     timer_max_delay_sec: int = 3 * 24 * 3600
     timer_flush_interval_ms: int = 1000
     mapped_file_size_timer_log: int = 100 * 1024 * 1024   # rounded up to whole timer log units
+    # ConsumeQueueExt (store.md section 4.5; pyrmq.store.consume_queue_ext): the side units that
+    # carry SQL92 filter bitmaps.  The broker sets the bitmap length to its bloom filter's m.
+    enable_consume_queue_ext: bool = False
+    mapped_file_size_consume_queue_ext: int = 48 * 1024 * 1024
+    bit_map_length_consume_queue_ext: int = 64
 
     def commit_log_dir(self) -> str:
         return self.store_path_commit_log or os.path.join(self.store_path_root_dir, "commitlog")
 
     def consume_queue_dir(self) -> str:
         return os.path.join(self.store_path_root_dir, "consumequeue")
+
+    def consume_queue_ext_dir(self) -> str:
+        return os.path.join(self.store_path_root_dir, "consumequeue_ext")
 
     def index_dir(self) -> str:
         return os.path.join(self.store_path_root_dir, "index")
@@ -175,8 +183,21 @@ class PutMessageResult:
         return self.status is PutMessageStatus.PUT_OK
 
 
+@dataclass(frozen=True, slots=True)
+class CqExtUnit:
+    """One ConsumeQueueExt unit as read back; ``filter_bit_map`` is None when it has none."""
+
+    size: int
+    tags_code: int
+    msg_store_time: int
+    filter_bit_map: bytes | None
+
+
 class MessageFilter(Protocol):
-    def is_matched_by_consume_queue(self, tags_code: int) -> bool: ...
+    def is_matched_by_consume_queue(self, tags_code: int, ext_unit: CqExtUnit | None = None) -> bool:
+        """The consume-queue stage: ``tags_code`` is the unit's real tags code; ``ext_unit`` its
+        ConsumeQueueExt unit (store time, SQL92 bitmap) when it has one -- the tag path passes
+        none, so it pays nothing for the ext."""
 
     def is_matched_by_commit_log(self, record: memoryview) -> bool: ...
 

@@ -1,7 +1,8 @@
 """The pull scan: which stored records answer one pull (Java ``DefaultMessageStore.getMessage``,
 store.md §4 / codes.md §4.5).
 
-Reads consume queue units from ``offset``, filters them by tags code, then by the record itself,
+Reads consume queue units from ``offset``, filters them by tags code (and, with a ConsumeQueueExt,
+by the unit's ext unit: its real tags code and SQL92 bitmap), then by the record itself,
 and collects memoryview slices of the commit log mapping -- the bytes the pull answer carries to
 the socket untouched. Batch limits follow Java: a message count, and a byte/count budget that is
 smaller when the records are "on disk" (further behind the end than the memory ratio allows).
@@ -9,7 +10,7 @@ smaller when the records are "on disk" (further behind the end than the memory r
 
 from __future__ import annotations
 
-from pyrmq.codec.store_formats import CQ_STORE_UNIT_SIZE, CQ_UNIT
+from pyrmq.codec.store_formats import CQ_EXT_MAX_ADDR, CQ_STORE_UNIT_SIZE, CQ_UNIT
 from pyrmq.store.commit_log import CommitLog
 from pyrmq.store.consume_queue import ConsumeQueue
 from pyrmq.store.model import GetMessageResult, GetMessageStatus, MessageFilter, MessageStoreConfig
@@ -63,12 +64,14 @@ class PullScanner:
                 result.status = GetMessageStatus.OFFSET_FOUND_NULL
                 result.next_begin_offset = cq.roll_next_file(offset)
             else:
-                self._scan_units(result, units, offset, max_msg_nums, message_filter)
+                self._scan_units(result, units, offset, max_msg_nums, message_filter, cq)
         return result
 
     def _scan_units(self, result: GetMessageResult, units: memoryview, offset: int,
-                    max_msg_nums: int, message_filter: MessageFilter | None) -> None:
+                    max_msg_nums: int, message_filter: MessageFilter | None, cq: ConsumeQueue) -> None:
         commit_log = self.commit_log
+        # None unless enableConsumeQueueExt: then one comparison per unit tells an ext address
+        ext = cq.ext if message_filter is not None else None
         max_offset_py = commit_log.max_offset
         memory_limit = self.memory_limit
         status = GetMessageStatus.NO_MATCHED_MESSAGE
@@ -89,7 +92,16 @@ class PullScanner:
             if self._batch_full(size_py, max_msg_nums, total, count, in_disk):
                 break
             scanned += 1
-            if message_filter is not None and not message_filter.is_matched_by_consume_queue(tags_code):
+            if ext is not None and tags_code <= CQ_EXT_MAX_ADDR:
+                assert message_filter is not None
+                ext_unit = ext.get(tags_code)
+                # a unit whose ext unit is gone is not filtered here (Apache: tagsCode null)
+                if ext_unit is not None and not message_filter.is_matched_by_consume_queue(
+                        ext_unit.tags_code, ext_unit):
+                    if total == 0:
+                        status = GetMessageStatus.NO_MATCHED_MESSAGE
+                    continue
+            elif message_filter is not None and not message_filter.is_matched_by_consume_queue(tags_code):
                 if total == 0:
                     status = GetMessageStatus.NO_MATCHED_MESSAGE
                 continue
