@@ -27,6 +27,7 @@ from compat_tests.cluster import (  # noqa: F401  (fixtures)
     next_offsets,
 )
 from compat_tests.javaclient import ScenarioResult
+from pyrmq.codec.store_formats import CQ_UNIT, ext_undecorate, is_ext_addr
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
 
@@ -175,3 +176,63 @@ def test_kill9_mid_stream_then_other_kind_recovers_store(cluster, client4, write
     unacked = [r["body"] for r in pulled.received if r["body"] not in acked_bodies]
     assert set(unacked) <= attempted and len(unacked) <= 1, unacked
     assert_dense_queues(pulled.received)
+
+
+# ConsumeQueueExt (store.md section 4.5) on both kinds: 256-byte ext files (12 bitmap-less units,
+# then the -1 marker) so each queue's ext spans several files.
+EXT_FILE_SIZE = 256
+EXT_CONF = {"enableConsumeQueueExt": "true", "mappedFileSizeConsumeQueueExt": str(EXT_FILE_SIZE)}
+
+
+def _ext_addressed_units(store_dir, topic: str) -> list[tuple[int, int]]:
+    """(queueId, tagsCode) of every valid unit of ``topic``'s consume queues, read from the files."""
+    found = []
+    for qdir in sorted((store_dir / "consumequeue" / topic).iterdir()):
+        for f in sorted(qdir.iterdir()):
+            data = f.read_bytes()
+            for offset, size, tags_code in CQ_UNIT.iter_unpack(data[: len(data) // 20 * 20]):
+                if offset >= 0 and 0 < size < 0x7FFFFFFF:
+                    found.append((int(qdir.name), tags_code))
+    return found
+
+
+def _assert_ext_written(store_dir, topic: str, count: int) -> None:
+    units = _ext_addressed_units(store_dir, topic)
+    spanned = []
+    assert len(units) == count and all(is_ext_addr(t) for _, t in units), units[:5]
+    for queue_id in {q for q, _ in units}:
+        ext_dir = store_dir / "consumequeue_ext" / topic / str(queue_id)
+        files = sorted(p.name for p in ext_dir.iterdir())
+        last = max(ext_undecorate(t) for q, t in units if q == queue_id)
+        assert int(files[-1]) <= last < int(files[-1]) + EXT_FILE_SIZE, (files, last)
+        spanned.append(len(files))
+    assert max(spanned) > 1, spanned
+
+
+@pytest.mark.parametrize("writer_kind,reader_kind", [("pyrmq", "apache"), ("apache", "pyrmq")])
+def test_consume_queue_ext_store_opens_in_the_other_kind(cluster, client4, writer_kind, reader_kind):
+    """With enableConsumeQueueExt on both: every CQ unit's tagsCode addresses an ext unit in the
+    writer's files; the reader recovers them, filters tags through them (a TagA consumer gets
+    exactly the TagA messages) and appends ext units after the writer's."""
+    namesrv = cluster.namesrv("apache")
+    spec = BrokerSpec(name="broker-ext", store_dir=cluster.root / "store", namesrv_addr=namesrv.addr,
+                      extra=dict(EXT_CONF), **SMALL_FILES)
+    writer = cluster.broker(writer_kind, spec)
+    w = _write(client4, namesrv, writer, consume=False)
+    code = writer.stop()
+    assert code in writer.graceful_exit_codes, f"{writer} exit code {code}\n{writer.log_tail()}"
+    _assert_ext_written(spec.store_dir, w.topic_sync, 55)
+    _assert_ext_written(spec.store_dir, w.topic_batch, 24)
+
+    reader = cluster.broker(reader_kind, spec)
+    _assert_store_accepted(reader, _config_files(spec))
+    _assert_all_served(client4, namesrv, w)
+    wanted = [e for e in w.all_sync() if e["tags"] == "TagA"]
+    tagged = client4.run("consume", namesrv=namesrv.addr, topic=w.topic_sync, group=f"{w.group}_tagA",
+                         tag_expr="TagA", count=len(wanted), idle_ms=1500)
+    assert_received_exactly(wanted, tagged.received)
+    more = client4.run("produce", namesrv=namesrv.addr, topic=w.topic_sync, mode="sync", count=8, body_prefix="more")
+    assert_acked_by(more.sent, 8, {reader.name: reader.addr}, next_offsets(w.all_sync()))
+    code = reader.stop()
+    assert code in reader.graceful_exit_codes, f"{reader} exit code {code}\n{reader.log_tail()}"
+    _assert_ext_written(spec.store_dir, w.topic_sync, 63)
