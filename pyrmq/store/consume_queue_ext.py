@@ -20,11 +20,13 @@ import os
 from pyrmq.codec.store_formats import (
     CQ_EXT_END_BLANK,
     CQ_EXT_FULL_MARK,
+    CQ_EXT_MAX_ADDR,
     CQ_EXT_MAX_REAL_OFFSET,
     CQ_EXT_MAX_UNIT_SIZE,
     CQ_EXT_MIN_UNIT_SIZE,
     CQ_EXT_SIZE,
     CQ_EXT_UNIT_HEAD,
+    LONG_MIN,
     ext_decorate,
     ext_undecorate,
     is_ext_addr,
@@ -103,9 +105,9 @@ class ConsumeQueueExt:
     def get(self, address: int) -> CqExtUnit | None:
         """The unit at ``address`` (a CQ unit's tagsCode), None if it is not an ext address or
         no unit is there."""
-        if not is_ext_addr(address):
+        if address > CQ_EXT_MAX_ADDR:
             return None
-        found = self.mapped_file_queue.locate(ext_undecorate(address), CQ_EXT_MIN_UNIT_SIZE)
+        found = self.mapped_file_queue.locate(address - LONG_MIN, CQ_EXT_MIN_UNIT_SIZE)
         if found is None:
             return None
         mf, pos = found

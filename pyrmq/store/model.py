@@ -10,7 +10,7 @@ import enum
 import errno
 import os
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 
 class FlushDiskType(enum.Enum):
@@ -183,9 +183,9 @@ class PutMessageResult:
         return self.status is PutMessageStatus.PUT_OK
 
 
-@dataclass(frozen=True, slots=True)
-class CqExtUnit:
-    """One ConsumeQueueExt unit as read back; ``filter_bit_map`` is None when it has none."""
+class CqExtUnit(NamedTuple):
+    """One ConsumeQueueExt unit as read back; ``filter_bit_map`` is None when it has none.
+    (A named tuple: the pull scan builds one per unit, and a tuple is the cheapest to build.)"""
 
     size: int
     tags_code: int
