@@ -70,8 +70,7 @@ class PullScanner:
     def _scan_units(self, result: GetMessageResult, units: memoryview, offset: int,
                     max_msg_nums: int, message_filter: MessageFilter | None, cq: ConsumeQueue) -> None:
         commit_log = self.commit_log
-        # None unless enableConsumeQueueExt: then one comparison per unit tells an ext address
-        ext = cq.ext if message_filter is not None else None
+        ext = cq.ext   # None unless enableConsumeQueueExt
         max_offset_py = commit_log.max_offset
         memory_limit = self.memory_limit
         status = GetMessageStatus.NO_MATCHED_MESSAGE
@@ -92,19 +91,21 @@ class PullScanner:
             if self._batch_full(size_py, max_msg_nums, total, count, in_disk):
                 break
             scanned += 1
-            if ext is not None and tags_code <= CQ_EXT_MAX_ADDR:
-                assert message_filter is not None
-                ext_unit = ext.get(tags_code)
-                # a unit whose ext unit is gone is not filtered here (Apache: tagsCode null)
-                if ext_unit is not None and not message_filter.is_matched_by_consume_queue(
-                        ext_unit.tags_code, ext_unit):
+            if message_filter is not None:
+                if tags_code <= CQ_EXT_MAX_ADDR:
+                    # an ext address: the real tags code and the bitmap are in the ext unit; one
+                    # that cannot be read (ext off now, or gone) is not filtered here (Apache:
+                    # tagsCode null), the record stage decides
+                    ext_unit = ext.get(tags_code) if ext is not None else None
+                    if ext_unit is not None and not message_filter.is_matched_by_consume_queue(
+                            ext_unit.tags_code, ext_unit):
+                        if total == 0:
+                            status = GetMessageStatus.NO_MATCHED_MESSAGE
+                        continue
+                elif not message_filter.is_matched_by_consume_queue(tags_code):
                     if total == 0:
                         status = GetMessageStatus.NO_MATCHED_MESSAGE
                     continue
-            elif message_filter is not None and not message_filter.is_matched_by_consume_queue(tags_code):
-                if total == 0:
-                    status = GetMessageStatus.NO_MATCHED_MESSAGE
-                continue
             record = commit_log.get_data(offset_py, size_py)
             if record is None:
                 if total == 0:

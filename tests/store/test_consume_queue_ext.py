@@ -8,7 +8,7 @@ import os
 import pytest
 
 from pyrmq.codec import store_formats as sf
-from pyrmq.codec.message import tags_string_to_tags_code
+from pyrmq.codec.message import record_properties_string, tags_string_to_tags_code
 from pyrmq.store.consume_queue_ext import ConsumeQueueExt
 from pyrmq.store.message_store import GetMessageStatus
 from store_helpers import make_msg, open_store, small_config
@@ -202,4 +202,33 @@ def test_restart_recovers_ext_end(tmp_path, crash):
     store = open_store(config)
     cq = store.find_consume_queue("TopicTest", 0)
     assert cq.ext.mapped_file_queue.max_offset() == end
+    store.shutdown()
+
+
+def test_ext_addresses_left_by_an_ext_store_pass_the_cq_stage_when_ext_is_off(tmp_path):
+    """Apache's getMessage: an ext address whose unit cannot be read is no tags code; the unit goes
+    on to the record stage instead of being dropped by a tag filter."""
+    config = _config(tmp_path)
+    store = open_store(config)
+    for tag in ("TagA", "TagB", "TagA"):
+        assert store.put_message(make_msg(tags=tag)).is_ok()
+    store.shutdown()
+    config.enable_consume_queue_ext = False
+    store = open_store(config)
+    code = tags_string_to_tags_code("TagA")
+
+    class TagFilter:
+        def __init__(self):
+            self.records = 0
+
+        def is_matched_by_consume_queue(self, tags_code, ext_unit=None):
+            return tags_code == code
+
+        def is_matched_by_commit_log(self, record):
+            self.records += 1
+            return record_properties_string(record).find("TagA") >= 0
+
+    f = TagFilter()
+    r = store.get_message("g", "TopicTest", 0, 0, 32, f)
+    assert r.status is GetMessageStatus.FOUND and r.message_count == 2 and f.records == 3
     store.shutdown()
