@@ -15,6 +15,7 @@ from pyrmq.store.clean_service import (
     is_it_time_to_do,
     setting_as_ratio,
 )
+from pyrmq.codec.store_formats import ext_undecorate
 from pyrmq.store.message_store import GetMessageStatus, PutMessageStatus
 from store_helpers import make_msg, open_store, small_config
 
@@ -372,3 +373,29 @@ def test_a_file_not_dispatched_yet_is_kept(store):
     store.clean_service.clock = lambda: now
     assert store.clean_service.delete_expired_commit_log_files() == 2
     assert _files(store) == names[2:]
+
+
+def test_consume_queue_ext_files_follow_their_queue(tmp_path, disk, sleeps):
+    """Apache's correctMinOffset truncates the ext by the first unit's address: ext files wholly
+    before it go with the queue files (never the last one)."""
+    store = _open(tmp_path, disk, sleeps, enable_consume_queue_ext=True, mapped_file_size_consume_queue_ext=100)
+    try:
+        _fill(store, count=80)
+        cq = store.find_consume_queue("TopicTest", 0)
+        ext_queue = cq.ext.mapped_file_queue
+        before = [mf.file_from_offset for mf in ext_queue.mapped_files]
+        assert len(before) > 3
+        clean = store.clean_service
+        now = _at(73, store)
+        clean.clock = lambda: now
+        clean.run()
+        first_address = cq.get_unit(cq.get_min_offset_in_queue())[2]
+        after = [mf.file_from_offset for mf in ext_queue.mapped_files]
+        assert len(after) < len(before) and after[-1] == before[-1]
+        # the first file left is the first whose end is not before the queue's first ext unit
+        assert after[0] <= ext_undecorate(first_address) <= after[0] + 100
+        assert sorted(os.listdir(ext_queue.store_path)) == [mf.file_name for mf in ext_queue.mapped_files]
+        found = store.get_message("g", "TopicTest", 0, cq.get_min_offset_in_queue(), 32, None)
+        assert found.status is GetMessageStatus.FOUND
+    finally:
+        store.shutdown()
