@@ -118,6 +118,13 @@ class ConsumerFilterManager(PersistedConfig):
             return ()
         return [data for data in groups.values() if not data.dead]
 
+    def bitmap_filters(self, topic: str) -> Sequence[ConsumerFilterData]:
+        """Every filter of the topic, dead ones too (Apache's ``get(topic)``, what its bitmap
+        dispatcher evaluates): a group that comes back with the same expression keeps its bornTime,
+        so the records stored while it was away must carry its bits or the pull would skip them."""
+        groups = self.filter_data_by_topic.get(topic)
+        return list(groups.values()) if groups else ()
+
     # -- heartbeats ---------------------------------------------------------------------------------
     def register_group(self, group: str, subscriptions: Iterable[tuple[str, str, str, int]]) -> None:
         """A heartbeat's subscriptions of ``group``: (topic, expression, type, subVersion) each;

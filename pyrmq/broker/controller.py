@@ -21,6 +21,7 @@ from pyrmq.broker.client_manager import ConsumerManager, ProducerManager
 from pyrmq.broker.check_client_config import register_check_client_config
 from pyrmq.broker.client_processor import register_client_processors
 from pyrmq.broker.consumer_filter import ConsumerFilterManager
+from pyrmq.broker.filter_bitmap import BitMapCalculator
 from pyrmq.broker.config import BrokerRole, ConfigError, LoadedConfig
 from pyrmq.broker.consumer_admin_processor import register_consumer_admin_processors
 from pyrmq.broker.consumer_call_processor import register_consumer_call_processors
@@ -108,6 +109,11 @@ class BrokerController:
         self.producer_manager = ProducerManager(self.config.channel_expired_timeout)
         self.rebalance_lock_manager = RebalanceLockManager()
         self.store = DefaultMessageStore(self.store_config)
+        if self.config.enable_calc_filter_bit_map and self.store_config.enable_consume_queue_ext:
+            # SQL92 bitmaps into the ConsumeQueueExt units (filter.md 3.5); without the ext there
+            # is nowhere to keep them, so nothing is computed (Apache computes and drops them)
+            self.store.set_bit_map_source(BitMapCalculator(self.consumer_filter_manager.bloom,
+                                                           self.consumer_filter_manager.bitmap_filters).bit_map)
         self.flush_service = FlushService(self.store, self.store_config)
         self.allocate_service = AllocateService(self.store)
         self.store_clean_task = StoreCleanTask(self.store, self.consumer_offset_manager,

@@ -20,6 +20,7 @@ import trio
 from pyrmq.broker.client_manager import SUB_ALL, SubscriptionData
 from pyrmq.broker.config import BrokerConfig, BrokerRole
 from pyrmq.broker.consumer_filter import ConsumerFilterData, ConsumerFilterManager, build_filter_data, is_tag_type
+from pyrmq.broker.filter_bitmap import bitmap_says_no
 from pyrmq.broker.offsets_and_groups import required_group
 from pyrmq.broker.topic_config import is_readable
 from pyrmq.codec.codes import ResponseCode
@@ -28,6 +29,7 @@ from pyrmq.codec.message import MessageConst, RecordInfo, property_value, record
 from pyrmq.codec.remoting import RemotingCommand
 from pyrmq.common.guard import ServiceGuard
 from pyrmq.filter import FilterParseError
+from pyrmq.filter.bloom import BloomFilter
 from pyrmq.remoting.channel import Channel
 from pyrmq.remoting.dispatch import RequestError
 from pyrmq.remoting.headers import optional_int, optional_str, required_int, required_str
@@ -132,10 +134,11 @@ class ExpressionMessageFilter:
     """SQL92 filter: every unit passes the consume queue (the bloom bitmap, when computed, may
     reject it there); the record's properties are evaluated and only an exact TRUE is delivered."""
 
-    __slots__ = ("filter_data", "_lookups")
+    __slots__ = ("filter_data", "_lookups", "bloom")
 
-    def __init__(self, filter_data: ConsumerFilterData | None) -> None:
+    def __init__(self, filter_data: ConsumerFilterData | None, bloom: BloomFilter | None = None) -> None:
         self.filter_data = filter_data
+        self.bloom = bloom   # the broker's bloom filter: the ext unit's bitmap is read with it
         names = () if filter_data is None else filter_data.expression.property_names
         self._lookups = [(n, n + "\x01") for n in names] if len(names) <= _LOOKUP_AT_MOST else None
 
@@ -149,8 +152,11 @@ class ExpressionMessageFilter:
                 found[name] = value
         return found
 
-    def is_matched_by_consume_queue(self, tags_code: int) -> bool:
-        return True
+    def is_matched_by_consume_queue(self, tags_code: int, ext_unit: CqExtUnit | None = None) -> bool:
+        data = self.filter_data
+        if ext_unit is None or data is None or self.bloom is None:
+            return True
+        return not bitmap_says_no(self.bloom, data.bloom_filter_data, data.born_time, ext_unit)
 
     def is_matched_by_properties(self, properties: str) -> bool:
         """Whether a record's properties string matches (a dispatched record waking a held pull)."""
@@ -401,7 +407,7 @@ class PullMessageProcessor:
                 and not subscription.class_filter_mode:
             message_filter = RetryExpressionMessageFilter(topic[len(RETRY_GROUP_TOPIC_PREFIX):], self.filters)
         elif filter_data is not None and not subscription.class_filter_mode:
-            message_filter = ExpressionMessageFilter(filter_data)
+            message_filter = ExpressionMessageFilter(filter_data, self.filters.bloom)
         else:
             message_filter = TagMessageFilter(subscription)
         result = self.store.get_message(group, topic, queue_id, queue_offset, max_msg_nums, message_filter)

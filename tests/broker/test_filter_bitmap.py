@@ -68,14 +68,14 @@ def _store(tmp_path, filters):
     return store
 
 
-def _count_reads(store, monkeypatch):
+def count_reads(store, monkeypatch):
     reads = []
     real = store.commit_log.get_data
     monkeypatch.setattr(store.commit_log, "get_data", lambda offset, size: reads.append(offset) or real(offset, size))
     return reads
 
 
-def _pull_all(store, message_filter):
+def pull_all(store, message_filter):
     offset, bodies = 0, []
     while True:
         r = store.get_message("g", "TopicTest", 0, offset, 32, message_filter)
@@ -117,11 +117,11 @@ def test_pull_skips_non_matching_units_without_reading_the_commit_log(tmp_path, 
         for i in range(500):
             value = "hit" if i % 10 == 3 else "other" if i % 10 == 5 else "none"
             assert store.put_message(make_msg(body=f"m{i}".encode(), props={"k": value})).is_ok()
-        reads = _count_reads(store, monkeypatch)
-        with_bitmap = _pull_all(store, ExpressionFilter(hit))
+        reads = count_reads(store, monkeypatch)
+        with_bitmap = pull_all(store, ExpressionFilter(hit))
         reads_with_bitmap = len(reads)
         reads.clear()
-        without = _pull_all(store, ExpressionFilter(hit, use_bitmap=False))
+        without = pull_all(store, ExpressionFilter(hit, use_bitmap=False))
         assert with_bitmap == without == [f"m{i}".encode() for i in range(3, 500, 10)]
         assert len(reads) == 500
         # the 50 matching records, plus any other whose bitmap happens to hold all three bits
@@ -139,17 +139,17 @@ def test_records_older_than_the_filter_or_foreign_bloom_data_are_not_skipped(tmp
             assert store.put_message(make_msg(body=f"m{i}".encode(), props={"k": "x"})).is_ok()
         cq = store.find_consume_queue("TopicTest", 0)
         store_times = [cq.ext.get(t).msg_store_time for _, _, t in cq.iter_units(0)]
-        reads = _count_reads(store, monkeypatch)
+        reads = count_reads(store, monkeypatch)
         # born after every record: bitmaps written before the filter existed prove nothing
         late = StandInFilter("group_a", "TopicTest", f.compiled_expression, max(store_times), f.bloom_filter_data)
-        assert _pull_all(store, ExpressionFilter(late)) == [] and len(reads) == 20
+        assert pull_all(store, ExpressionFilter(late)) == [] and len(reads) == 20
         reads.clear()
         # bloom data of another size (an old consumerFilter.json) is not used for skipping
         foreign = StandInFilter("group_a", "TopicTest", f.compiled_expression, 0,
                                 BloomFilter.from_config(10, 128).generate("group_a#TopicTest"))
-        assert _pull_all(store, ExpressionFilter(foreign)) == [] and len(reads) == 20
+        assert pull_all(store, ExpressionFilter(foreign)) == [] and len(reads) == 20
         reads.clear()
-        assert _pull_all(store, ExpressionFilter(f)) == [] and len(reads) == 0
+        assert pull_all(store, ExpressionFilter(f)) == [] and len(reads) == 0
     finally:
         store.shutdown()
 
