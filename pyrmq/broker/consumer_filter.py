@@ -62,10 +62,6 @@ class ConsumerFilterData:
     def dead(self) -> bool:
         return self.dead_time >= self.born_time
 
-    def is_msg_in_live(self, store_timestamp: int) -> bool:
-        """Whether a message stored at ``store_timestamp`` came after this filter (its bitmap counts)."""
-        return store_timestamp >= self.born_time
-
     def to_json(self) -> dict[str, Any]:
         obj: dict[str, Any] = {}
         if self.bloom_filter_data is not None:
