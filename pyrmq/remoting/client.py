@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import logging
 import ssl
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Callable
 
 import trio
 
@@ -37,16 +39,18 @@ class RemotingClient:
         self._channels: dict[str, Channel] = {}
         self._locks: dict[str, trio.Lock] = {}
         self._nursery: trio.Nursery | None = None
-        self._nursery_cm = None
+        self._nursery_cm: AbstractAsyncContextManager[trio.Nursery] | None = None
 
     async def __aenter__(self) -> RemotingClient:
         self._nursery_cm = trio.open_nursery()
         self._nursery = await self._nursery_cm.__aenter__()
         return self
 
-    async def __aexit__(self, *exc_info) -> bool | None:
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
         self.close()
-        return await self._nursery_cm.__aexit__(*exc_info)
+        assert self._nursery_cm is not None
+        suppress: bool | None = await self._nursery_cm.__aexit__(*exc_info)
+        return suppress
 
     def close(self) -> None:
         for channel in list(self._channels.values()):
@@ -71,10 +75,17 @@ class RemotingClient:
                     peer = await start_client_tls(peer, self.ssl_context, host)
             channel = Channel(peer)
             self._channels[addr] = channel
-            channel.on_close(lambda ch: self._channels.pop(addr, None) if self._channels.get(addr) is ch else None)
+            channel.on_close(self._forget_channel(addr))
             assert self._nursery is not None
             self._nursery.start_soon(channel.run, self.dispatcher)
             return channel
+
+    def _forget_channel(self, addr: str) -> Callable[[Channel], None]:
+        """A close callback dropping ``addr``'s channel, unless a newer one replaced it."""
+        def forget(closed: Channel) -> None:
+            if self._channels.get(addr) is closed:
+                del self._channels[addr]
+        return forget
 
     async def invoke(self, addr: str, request: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
         channel = await self.channel(addr)
