@@ -35,6 +35,8 @@ from pyrmq.codec.errors import ProtocolError
 from pyrmq.codec.remoting import RemotingCommand, make_request
 from pyrmq.remoting.channel import Channel, ChannelClosedError, RemotingTimeoutError
 from pyrmq.remoting.client import RemotingClient, split_addr
+from pyrmq.remoting.tls_config import TlsConfig
+from pyrmq.remoting.tls_context import client_ssl_context
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +57,10 @@ def parse_namesrv(namesrv: str) -> list[str]:
     if not addrs:
         raise MQClientError(NO_NAME_SERVER_EXCEPTION, "no NameServer address given")
     for addr in addrs:
-        split_addr(addr)   # raises ValueError for a malformed one
+        try:
+            split_addr(addr)
+        except ValueError as exc:
+            raise MQClientError(NO_NAME_SERVER_EXCEPTION, f"NameServer address: {exc}") from None
     return addrs
 
 
@@ -266,12 +271,18 @@ class GroupClient:
     # The UNREGISTER_CLIENT field naming the group: producerGroup or consumerGroup.
     unregister_field: str = ""
 
-    def __init__(self, namesrv: str, group: str, *, timeout: float = DEFAULT_TIMEOUT_S,
+    def __init__(self, namesrv: str, group: str, *, timeout: float = DEFAULT_TIMEOUT_S, tls: bool = False,
                  ssl_context: ssl.SSLContext | None = None, instance_name: str | None = None,
                  heartbeat_interval: float = HEARTBEAT_INTERVAL_S,
                  route_refresh_interval: float = ROUTE_REFRESH_S) -> None:
+        """``tls=True`` speaks TLS as Apache's client does by default (tls.test.mode: any server
+        certificate is accepted); ``ssl_context`` is a context of your own (checking the server
+        against a CA, showing a client certificate: ``pyrmq.remoting.tls_context.client_ssl_context``
+        builds one from Apache's tls.client.* settings) and implies TLS."""
         if not group:
             raise MQClientError(MESSAGE_ILLEGAL_LOCAL, "the group name is empty")
+        if tls and ssl_context is None:
+            ssl_context = client_ssl_context(TlsConfig())
         self.instance = ClientInstance(namesrv, ssl_context=ssl_context, instance_name=instance_name, timeout=timeout,
                                        heartbeat_interval=heartbeat_interval,
                                        route_refresh_interval=route_refresh_interval)
