@@ -13,9 +13,11 @@ from pyrmq.remoting.channel import Channel
 from pyrmq.remoting.dispatch import RequestError
 
 
-async def create_topic(cluster, topic: str, queues: int = 4) -> None:
-    """UPDATE_AND_CREATE_TOPIC on the broker, then wait until the NameServer routes it."""
-    resp = await cluster.client.invoke(cluster.broker_addr, make_request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+async def create_topic(cluster, topic: str, queues: int = 4, broker_addr: str | None = None) -> None:
+    """UPDATE_AND_CREATE_TOPIC on the broker (the cluster's, or ``broker_addr``), then wait until
+    the NameServer routes it there."""
+    broker_addr = broker_addr or cluster.broker_addr
+    resp = await cluster.client.invoke(broker_addr, make_request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
         "topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues), "writeQueueNums": str(queues),
         "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"}))
     assert resp.code == 0, resp.remark
@@ -23,7 +25,7 @@ async def create_topic(cluster, topic: str, queues: int = 4) -> None:
         while True:
             route = await cluster.client.invoke(cluster.namesrv_addr, make_request(
                 RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}))
-            if route.code == 0:
+            if route.code == 0 and broker_addr.encode() in route.body:
                 return
             await trio.sleep(0.02)
 
