@@ -256,3 +256,20 @@ async def test_sync_facade(cluster):
 
     with trio.fail_after(30):
         assert await trio.to_thread.run_sync(produce_and_consume) == [b"first", b"second", b"third"]
+
+
+async def test_delay_level(cluster):
+    """delay_level=1 (1 s): the message reaches its queue after the delay, DELAY property kept."""
+    with trio.fail_after(20):
+        await create_topic(cluster, "DelayTopic", queues=1)
+        mq = MessageQueue("DelayTopic", "broker-a", 0)
+        async with Producer(cluster.namesrv_addr, "pg_delay") as producer, \
+                PullConsumer(cluster.namesrv_addr, "cg_delay") as consumer:
+            sent_at = trio.current_time()
+            result = await producer.send("DelayTopic", b"later", delay_level=1)
+            assert result.status is SendStatus.SEND_OK
+            assert (await consumer.pull(mq, 0)).status is PullStatus.NO_NEW_MSG
+            pulled = await consumer.pull(mq, 0, long_poll=5)
+            assert trio.current_time() - sent_at >= 0.9
+        (message,) = pulled.messages
+        assert message.body == b"later" and message.properties["DELAY"] == "1" and message.msg_id == result.msg_id
