@@ -117,12 +117,15 @@ class ClientInstance:
         stack, self._stack = self._stack, None
         # The caller's exception is not handed to the nurseries: it leaves `async with` as it is,
         # not wrapped in an ExceptionGroup (the background tasks are cancelled either way).
-        await stack.aclose()
+        try:
+            await stack.aclose()
+        finally:
+            self._remoting = self._nursery = None
 
     @property
     def remoting(self) -> RemotingClient:
         if self._remoting is None:
-            raise MQClientError(-1, "the client is not started (use it inside `async with`)")
+            raise MQClientError(-1, "the client is not started or closed (use it inside `async with`)")
         return self._remoting
 
     # --- requests -------------------------------------------------------------------------

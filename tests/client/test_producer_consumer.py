@@ -233,6 +233,8 @@ async def test_errors(cluster):
         with pytest.raises(MQClientError):
             async with Producer(cluster.namesrv_addr, "pg_err") as producer:
                 await producer.send("bad topic!", b"x")
+        with pytest.raises(MQClientError, match="not started or closed"):
+            await producer.send("AnyTopic", b"x")   # after close
 
 
 async def test_sync_facade(cluster):
