@@ -95,6 +95,7 @@ class ClientInstance:
         self._routes: dict[str, tuple[TopicRoute, float]] = {}   # topic -> (route, fetched at, trio clock)
         self._route_locks: dict[str, trio.Lock] = {}
         self._heartbeated: set[str] = set()
+        self._heartbeat_lock = trio.Lock()
         self._remoting: RemotingClient | None = None
         self._nursery: trio.Nursery | None = None
         self._stack: contextlib.AsyncExitStack | None = None
@@ -228,13 +229,17 @@ class ClientInstance:
         await self._heartbeat(sorted(self.known_broker_addrs()))
 
     async def _heartbeat(self, addrs: list[str]) -> None:
-        body = fastjson.dumps(self.heartbeat_body()).encode()
-        for addr in addrs:
-            self._heartbeated.add(addr)
-            try:
-                await self.invoke_ok(addr, make_request(RequestCode.HEART_BEAT, None, body))
-            except MQClientError as exc:
-                log.warning("heartbeat to %s failed: %s", addr, exc)
+        # One heartbeat round at a time, its body made when it starts: a round that began before a
+        # subscription changed is answered before the next round tells the broker the change (a
+        # broker may handle concurrent heartbeats in any order: Apache uses a thread pool).
+        async with self._heartbeat_lock:
+            body = fastjson.dumps(self.heartbeat_body()).encode()
+            for addr in addrs:
+                self._heartbeated.add(addr)
+                try:
+                    await self.invoke_ok(addr, make_request(RequestCode.HEART_BEAT, None, body))
+                except MQClientError as exc:
+                    log.warning("heartbeat to %s failed: %s", addr, exc)
 
     async def unregister(self, ext_fields: dict[str, str]) -> None:
         """UNREGISTER_CLIENT to every broker heartbeated, each bounded; failures only logged."""
