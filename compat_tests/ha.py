@@ -94,6 +94,8 @@ def start_pair(cluster: Cluster, master_kind: str, slave_kind: str, role: str, *
 
 # --------------------------------------------------------------------------------------- probes
 
+STATS_SAMPLE_WAIT_S = 15.0
+
 def broker_call(broker: Broker, code: int, fields: dict[str, str] | None = None,
                 timeout: float = 5.0) -> tuple[dict, bytes]:
     return remoting_call((LOOPBACK, broker.spec.listen_port), code, fields, timeout=timeout)
@@ -101,11 +103,16 @@ def broker_call(broker: Broker, code: int, fields: dict[str, str] | None = None,
 
 def runtime_info(broker: Broker) -> dict[str, str]:
     """GET_BROKER_RUNTIME_INFO: the broker's string table (both kinds: {"table": {...}})."""
-    header, body = broker_call(broker, GET_BROKER_RUNTIME_INFO)
-    if header.get("code") != 0:
-        # Apache answers SYSTEM_ERROR (NoSuchElementException) while its commit log has no file.
-        raise ProbeError(f"{broker}: runtime info {header}")
-    return lenient_json(body)["table"]
+    deadline = time.monotonic() + STATS_SAMPLE_WAIT_S
+    while True:
+        header, body = broker_call(broker, GET_BROKER_RUNTIME_INFO)
+        if header.get("code") == 0:
+            return lenient_json(body)["table"]
+        # Apache answers SYSTEM_ERROR (NoSuchElementException from its StoreStatsService) until
+        # that service took its first one-second sample, which a loaded machine can delay by seconds.
+        if "NoSuchElementException" not in str(header.get("remark")) or time.monotonic() > deadline:
+            raise ProbeError(f"{broker}: runtime info {header}")
+        time.sleep(0.2)
 
 
 def max_offset(broker: Broker) -> int:

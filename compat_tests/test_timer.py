@@ -12,6 +12,7 @@ delivers a slot once it has passed (pyrmq and Apache alike), half a second after
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 import pytest
@@ -33,8 +34,10 @@ def _produce(java_client, server, names):
     return produced.sent
 
 
-def _check_arrivals(sent, received, topic):
-    """Each message once, in its topic, stored no earlier than due and within 1 s after."""
+def _check_arrivals(sent, received, topic, back_at_ms: float = 0):
+    """Each message once, in its topic, stored no earlier than due and within 1 s after -- or,
+    when the broker was still restarting at the due time, within 1 s after it was back
+    (``back_at_ms``): a JVM start on a loaded machine can outlast the 7 s delay."""
     by_body = {e["body"]: e for e in sent}
     counts = Counter(e["body"] for e in received)
     assert set(counts) == set(by_body) and max(counts.values()) == 1, counts
@@ -43,7 +46,7 @@ def _check_arrivals(sent, received, topic):
         s = by_body[r["body"]]
         assert r["topic"] == topic and r["msgId"] == s["msgId"]
         earliest_due = int(s["created"]) + DELAY_MS   # the broker's due time is at or after this
-        latest_due = s["at"] + DELAY_MS
+        latest_due = max(s["at"] + DELAY_MS, back_at_ms)
         assert r["storeTimestamp"] >= earliest_due, f"{r['body']} stored {earliest_due - r['storeTimestamp']} ms early"
         assert r["storeTimestamp"] <= latest_due + 1000, f"{r['body']} stored {r['storeTimestamp'] - latest_due} ms late"
         late.append(r["storeTimestamp"] - earliest_due)
@@ -70,7 +73,9 @@ def test_timer_message_arrives_when_due_across_restart(server_factory, java_clie
     server = server_factory()
     sent = _produce(java_client, server, names)
     exit_code = server.restart()
+    back_at_ms = time.time() * 1000
     assert exit_code in server.graceful_exit_codes, f"exit code {exit_code} after SIGTERM"
+    print(f"broker back {back_at_ms - max(e['at'] for e in sent):.0f} ms after the last send (due after {DELAY_MS})")
     consumed = java_client.run("consume", namesrv=server.namesrv_addr, topic=names.topic, group=names.group,
                                count=COUNT, idle_ms=1500, timeout_ms=40_000)
-    _check_arrivals(sent, consumed.received, names.topic)
+    _check_arrivals(sent, consumed.received, names.topic, back_at_ms)
