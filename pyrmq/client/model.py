@@ -4,15 +4,13 @@ dataclasses named after Java's (``SendResult``, ``PullResult``, ``MessageExt``).
 from __future__ import annotations
 
 import enum
-import zlib
 from dataclasses import dataclass, field
 from typing import Final
 
-import lz4.frame
-
 from pyrmq.codec.admin_bodies import MessageQueue
+from pyrmq.codec.body_compression import BodyInflateError, inflate_body
 from pyrmq.codec.codes import ResponseCode
-from pyrmq.codec.message import MessageConst, MessageExt, MessageSysFlag
+from pyrmq.codec.message import MessageConst, MessageExt
 from pyrmq.client.errors import MQClientError
 
 # Limits on what one decompressed body may grow to: the broker's default maxMessageSize (4 MiB)
@@ -105,22 +103,8 @@ class PullResult:
 
 
 def decompress_body(body: bytes, sys_flag: int) -> bytes:
-    """The body as the producer gave it: COMPRESSED_FLAG bodies inflated by the compression type in
-    sys_flag bits 8-10 (0 is the pre-4.9.7 zlib-only form)."""
-    if not sys_flag & MessageSysFlag.COMPRESSED_FLAG:
-        return body
-    kind = sys_flag & MessageSysFlag.COMPRESSION_TYPE_MASK
+    """The body as the producer gave it (``inflate_body``), a failure as the client's error."""
     try:
-        if kind in (0, MessageSysFlag.COMPRESSION_ZLIB_TYPE):
-            inflater = zlib.decompressobj()
-            out = inflater.decompress(body, MAX_INFLATED_BODY_BYTES)
-            if inflater.unconsumed_tail:
-                raise MQClientError(ResponseCode.MESSAGE_ILLEGAL, "compressed body inflates past the limit")
-            return out
-        if kind == MessageSysFlag.COMPRESSION_LZ4_TYPE:
-            data: bytes = lz4.frame.decompress(body)
-            return data
-    except (zlib.error, RuntimeError) as exc:
-        raise MQClientError(ResponseCode.MESSAGE_ILLEGAL, f"compressed body cannot be inflated: {exc}") from None
-    raise MQClientError(ResponseCode.MESSAGE_ILLEGAL, f"unsupported body compression type {kind >> 8} (sysFlag {sys_flag:#x})")
-
+        return inflate_body(body, sys_flag, MAX_INFLATED_BODY_BYTES)
+    except BodyInflateError as exc:
+        raise MQClientError(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None

@@ -13,13 +13,13 @@ that one message (logged) instead of failing the pull.
 from __future__ import annotations
 
 import logging
-import zlib
 
 import trio
 
+from pyrmq.codec.body_compression import BodyInflateError, inflate_body
 from pyrmq.codec.codes import RequestCode, ResponseCode
 from pyrmq.codec.message import decode_message
-from pyrmq.codec.message_props import MessageSysFlag, properties_to_string
+from pyrmq.codec.message_props import properties_to_string
 from pyrmq.codec.remoting import RemotingCommand, make_request
 from pyrmq.filtersrv.class_manager import FilterClassManager
 from pyrmq.filtersrv.config import FILTERSRV_CONSUMER_GROUP
@@ -38,11 +38,10 @@ MAX_INFLATED_BODY = 16 * 1024 * 1024
 
 
 def _filter_body(body: bytes, sys_flag: int) -> bytes:
-    if not sys_flag & MessageSysFlag.COMPRESSED_FLAG:
-        return body
+    # a body that cannot be inflated reaches the filter as stored
     try:
-        return zlib.decompressobj().decompress(body, MAX_INFLATED_BODY)
-    except zlib.error:
+        return inflate_body(body, sys_flag, MAX_INFLATED_BODY)
+    except BodyInflateError:
         return body
 
 

@@ -1,0 +1,30 @@
+"""inflate_body: the one inflation of compressed message bodies (pyrmq.client, FilterServer filters)."""
+
+from __future__ import annotations
+
+import zlib
+
+import lz4.frame
+import pytest
+
+from pyrmq.codec.body_compression import BodyInflateError, inflate_body
+
+
+def test_inflate_by_sys_flag():
+    body = b"x" * 5000
+    assert inflate_body(zlib.compress(body), 0x1, 1 << 20) == body          # pre-4.9.7: zlib, bit 0 only
+    assert inflate_body(zlib.compress(body), 0x301, 1 << 20) == body
+    assert inflate_body(lz4.frame.compress(body), 0x101, 1 << 20) == body
+    assert inflate_body(body, 0x300, 1 << 20) == body                       # type bits without the flag
+
+
+@pytest.mark.parametrize("data, sys_flag", [
+    (b"not zlib", 0x301),
+    (b"not lz4", 0x101),
+    (b"zstd", 0x201),                                   # no zstd codec: refused, named
+    (zlib.compress(bytes(4096)), 0x301),               # past the limit below
+    (lz4.frame.compress(bytes(4096)), 0x101),
+])
+def test_refused(data, sys_flag):
+    with pytest.raises(BodyInflateError):
+        inflate_body(data, sys_flag, 1024)
