@@ -261,7 +261,9 @@ def scan(split: Split, wanted: frozenset[str], predicate: Predicate, *, decompre
                 # size: the partition before it reports the damage and reads on to q.
                 if pos != split.start or split.start == 0:
                     stats.corrupt += 1
-                    if corrupt_rows:
+                    # Damaged bytes have no topic, queue or time: a filter on those excludes them,
+                    # as SQL's NULL fails a comparison; a phy_offset bound tests where they start.
+                    if corrupt_rows and set(checks) <= {"phy_offset"} and predicate.accepts("phy_offset", base + pos):
                         out.add({"phy_offset": base + pos, "store_size": q - pos,
                                  "_corrupt": f"{q - pos} bytes of invalid records at {base + pos}"})
                 pos = q
