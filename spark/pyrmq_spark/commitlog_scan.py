@@ -91,9 +91,13 @@ class Split:
     end: int
 
 
-def _head_walk(buf: Any, limit: int, step: int) -> list[int]:
+def _head_walk(buf: Any, limit: int, step: int, base: int) -> list[int]:
     """Record starts about every ``step`` bytes, from TOTALSIZE fields alone; stops at a blank,
-    a head that is not a record's, or the data's end (the last partition takes the rest)."""
+    a head that is not a record's, or the data's end (the last partition takes the rest).
+
+    Only a cut is checked as a whole record: so each partition but the first starts at a valid
+    record, and damage always lies inside a partition, which reports it.
+    """
     cuts = []
     pos = 0
     next_cut = step
@@ -103,6 +107,8 @@ def _head_walk(buf: Any, limit: int, step: int) -> list[int]:
             break
         pos += total_size
         if pos >= next_cut and pos < limit:
+            if not isinstance(check_record(buf, pos, limit, check_crc=False, expected_offset=base + pos), RecordInfo):
+                break
             cuts.append(pos)
             next_cut = pos + step
     return cuts
@@ -121,7 +127,7 @@ def plan(segments: list[SegmentFile], predicate: Predicate, split_bytes: int = D
         starts = [0]
         if seg.size > split_bytes:
             with ReadOnlyMap(seg.path) as m:
-                starts += _head_walk(m.buf, seg.size, split_bytes)
+                starts += _head_walk(m.buf, seg.size, split_bytes, seg.from_offset)
         ends = starts[1:] + [seg.size]
         for start, end in zip(starts, ends):
             splits.append(Split(len(splits), seg, start, end))
@@ -257,8 +263,8 @@ def scan(split: Split, wanted: frozenset[str], predicate: Predicate, *, decompre
                     stats.torn_tails += 1
                     break
                 q, _ = found
-                # A partition that starts inside damage was cut by a head walk that read a damaged
-                # size: the partition before it reports the damage and reads on to q.
+                # Partitions are cut at valid records (_head_walk): one that starts at an invalid one
+                # met a live writer's race or a changed file; the partition before it reports it.
                 if pos != split.start or split.start == 0:
                     stats.corrupt += 1
                     # Damaged bytes have no topic, queue or time: a filter on those excludes them,
@@ -302,6 +308,17 @@ def to_arrow(batch: _Columns, schema: Any) -> Any:
     """A pyarrow RecordBatch of ``batch`` with the given pyarrow ``schema``."""
 
     return arrow_batch(batch.data, schema)
+
+
+def arrow_schema(names: tuple[str, ...] = COLUMN_NAMES) -> Any:
+    """The Arrow schema Spark expects for these columns (timestamps in UTC microseconds), made
+    without a SparkSession (the single-process bench)."""
+    import pyarrow as pa
+
+    kinds = {"string": pa.string(), "int": pa.int32(), "bigint": pa.int64(), "binary": pa.binary(),
+             "timestamp": pa.timestamp("us", tz="UTC"), "map<string,string>": pa.map_(pa.string(), pa.string())}
+    types = dict(COLUMNS)
+    return pa.schema([pa.field(n, kinds[types[n]]) for n in names])
 
 
 def arrow_batch(data: dict[str, list[Any]], schema: Any) -> Any:

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.spark.mixed_store import MixedStore, write_mixed_store
 
 APACHE_FIXTURE = Path(__file__).parent.parent / "fixtures" / "store" / "apache-4.9.8-small.tar.gz"
 
@@ -50,7 +49,10 @@ def spark():
 
 
 @pytest.fixture(scope="session")
-def mixed_store(tmp_path_factory) -> MixedStore:
+def mixed_store(tmp_path_factory):
+    # imported here: it needs the spark extra (zstandard), whose absence the spark fixture reports
+    from tests.spark.mixed_store import write_mixed_store
+
     return write_mixed_store(str(tmp_path_factory.mktemp("mixed")))
 
 
