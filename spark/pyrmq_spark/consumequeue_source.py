@@ -6,7 +6,10 @@ One partition per consume queue file; options ``topic`` and ``queueId`` (comma l
 other queues' files out at planning. A queue's units end at the first unit that is not valid
 (offset < 0 or size <= 0), as the broker's readers stop; pre-blank fill units (store.md §4.3) are
 skipped. A tags code at or below ``Integer.MIN_VALUE - 1`` is a ConsumeQueueExt address (§4.5):
-``ext_offset`` gives the ext file offset it stands for.
+``ext_offset`` gives the ext queue offset it stands for, and the unit there (in
+``consumequeue_ext/<topic>/<queueId>/``, written with ``enableConsumeQueueExt``) is resolved into
+``ext_tags_code``, ``ext_store_timestamp`` and ``ext_bitmap`` (the SQL92 bloom filter bits);
+they stay null where the ext unit is missing or not valid.
 """
 
 from __future__ import annotations
@@ -17,21 +20,28 @@ from typing import Any, Iterator, Mapping
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from pyrmq.codec.store_formats import CQ_PRE_BLANK_SIZE, CQ_STORE_UNIT_SIZE, CQ_UNIT, cq_unit_is_valid
+from pyrmq.codec.store_formats import (
+    CQ_EXT_MIN_UNIT_SIZE,
+    CQ_EXT_UNIT_HEAD,
+    CQ_PRE_BLANK_SIZE,
+    CQ_STORE_UNIT_SIZE,
+    CQ_UNIT,
+    cq_unit_is_valid,
+    ext_undecorate,
+    is_ext_addr,
+)
 
 from pyrmq_spark.commitlog_scan import arrow_batch
 from pyrmq_spark.commitlog_source import wanted_columns
 from pyrmq_spark.options import store_path
 from pyrmq_spark.predicates import from_options
 from pyrmq_spark.stats_sink import write_stats
-from pyrmq_spark.store_files import QueueFile, ReadOnlyMap, consume_queue_files
+from pyrmq_spark.store_files import QueueFile, ReadOnlyMap, SegmentFile, consume_queue_ext_segments, consume_queue_files
 
 COLUMNS = (("topic", "string"), ("queue_id", "int"), ("queue_offset", "bigint"), ("phy_offset", "bigint"),
-           ("size", "int"), ("tags_code", "bigint"), ("ext_offset", "bigint"))
+           ("size", "int"), ("tags_code", "bigint"), ("ext_offset", "bigint"), ("ext_tags_code", "bigint"),
+           ("ext_store_timestamp", "timestamp"), ("ext_bitmap", "binary"))
 COLUMN_NAMES = tuple(n for n, _ in COLUMNS)
-# Java's ConsumeQueueExt.isExtAddr: addresses are offset + Long.MIN_VALUE, below any int32 hash.
-_EXT_ADDR_MAX = -2_147_483_649
-_LONG_MIN = -(1 << 63)
 BATCH_ROWS = 65536
 
 
@@ -47,27 +57,60 @@ class QueuePartition(InputPartition):
         self.queue_file = queue_file
 
 
+class _ExtUnits:
+    """The ext units of one queue, mapped on first use."""
+
+    def __init__(self, queue_file: QueueFile) -> None:
+        self.segments: list[SegmentFile] | None = None
+        self.queue_file = queue_file
+        self.maps: dict[str, ReadOnlyMap] = {}
+
+    def unit(self, offset: int) -> tuple[int, int, bytes] | None:
+        """(tags code, store time, bitmap) of the ext unit at ``offset``, or None."""
+        if self.segments is None:
+            self.segments = consume_queue_ext_segments(self.queue_file)
+        for seg in self.segments:
+            pos = offset - seg.from_offset
+            if 0 <= pos and pos + CQ_EXT_MIN_UNIT_SIZE <= seg.size:
+                m = self.maps.get(seg.path) or self.maps.setdefault(seg.path, ReadOnlyMap(seg.path))
+                size, tags_code, store_time, bitmap_size = CQ_EXT_UNIT_HEAD.unpack_from(m.buf, pos)
+                if size < CQ_EXT_MIN_UNIT_SIZE or size != CQ_EXT_UNIT_HEAD.size + bitmap_size or pos + size > seg.size:
+                    return None
+                return tags_code, store_time, bytes(m.buf[pos + CQ_EXT_UNIT_HEAD.size:pos + size])
+        return None
+
+    def close(self) -> None:
+        for m in self.maps.values():
+            m.__exit__()
+
+
 def read_units(queue_file: QueueFile) -> Iterator[dict[str, list[Any]]]:
     """Column lists of the valid units of one file."""
     seg = queue_file.file
     data: dict[str, list[Any]] = {n: [] for n in COLUMN_NAMES}
-    with ReadOnlyMap(seg.path) as m:
-        for pos in range(0, seg.size - CQ_STORE_UNIT_SIZE + 1, CQ_STORE_UNIT_SIZE):
-            phy_offset, size, tags_code = CQ_UNIT.unpack_from(m.buf, pos)
-            if size == CQ_PRE_BLANK_SIZE and phy_offset == 0:
-                continue
-            if not cq_unit_is_valid(phy_offset, size):
-                break
-            data["topic"].append(queue_file.topic)
-            data["queue_id"].append(queue_file.queue_id)
-            data["queue_offset"].append((seg.from_offset + pos) // CQ_STORE_UNIT_SIZE)
-            data["phy_offset"].append(phy_offset)
-            data["size"].append(size)
-            data["tags_code"].append(tags_code)
-            data["ext_offset"].append(tags_code - _LONG_MIN if tags_code <= _EXT_ADDR_MAX else None)
-            if len(data["topic"]) >= BATCH_ROWS:
-                yield data
-                data = {n: [] for n in COLUMN_NAMES}
+    ext = _ExtUnits(queue_file)
+    try:
+        with ReadOnlyMap(seg.path) as m:
+            for pos in range(0, seg.size - CQ_STORE_UNIT_SIZE + 1, CQ_STORE_UNIT_SIZE):
+                phy_offset, size, tags_code = CQ_UNIT.unpack_from(m.buf, pos)
+                if size == CQ_PRE_BLANK_SIZE and phy_offset == 0:
+                    continue
+                if not cq_unit_is_valid(phy_offset, size):
+                    break
+                row = [queue_file.topic, queue_file.queue_id, (seg.from_offset + pos) // CQ_STORE_UNIT_SIZE,
+                       phy_offset, size, tags_code, None, None, None, None]
+                if is_ext_addr(tags_code):
+                    row[6] = ext_undecorate(tags_code)
+                    unit = ext.unit(row[6])
+                    if unit is not None:
+                        row[7:10] = unit
+                for name, value in zip(COLUMN_NAMES, row):
+                    data[name].append(value)
+                if len(data["topic"]) >= BATCH_ROWS:
+                    yield data
+                    data = {n: [] for n in COLUMN_NAMES}
+    finally:
+        ext.close()
     if data["topic"]:
         yield data
 

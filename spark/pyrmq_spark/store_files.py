@@ -85,6 +85,15 @@ def consume_queue_files(paths: str) -> list[QueueFile]:
     return out
 
 
+def consume_queue_ext_segments(queue_file: QueueFile) -> list[SegmentFile]:
+    """The ConsumeQueueExt files of ``queue_file``'s queue: ``consumequeue_ext/<topic>/<queueId>``
+    beside the ``consumequeue`` directory it was found in."""
+    queue_dir = os.path.dirname(queue_file.file.path)
+    cq_root = os.path.dirname(os.path.dirname(queue_dir))
+    return _segments(os.path.join(os.path.dirname(cq_root), "consumequeue_ext", queue_file.topic,
+                                  str(queue_file.queue_id)))
+
+
 # IndexFile names are the local creation time, yyyyMMddHHmmssSSS (store.md §5.1).
 INDEX_FILE_NAME_DIGITS = 17
 

@@ -120,3 +120,45 @@ def tmp_path(tmp_path):
     for sub in ("a", "b"):
         os.makedirs(tmp_path / sub, exist_ok=True)
     return tmp_path
+
+
+async def test_consume_queue_ext_units_resolved(tmp_path):
+    """A broker with enableConsumeQueueExt: each unit's tagsCode is an ext address, resolved into
+    the real tags code and store time."""
+    import trio
+
+    from pyrmq.broker.config import build_config
+    from pyrmq.broker.controller import BrokerController
+    from pyrmq.broker.topic_config import TopicConfig
+    from pyrmq.codec.message import tags_string_to_tags_code
+    from pyrmq.namesrv.controller import NamesrvConfig, NamesrvController
+    from pyrmq.remoting.client import RemotingClient
+    from pyrmq_spark.consumequeue_source import read_units
+    from pyrmq_spark.store_files import consume_queue_files
+    from tests.broker.conftest import broker_properties
+    from tests.broker.rmq import send
+
+    async with trio.open_nursery() as nursery:
+        namesrv = NamesrvController(NamesrvConfig(listen_port=0, bind_address="127.0.0.1",
+                                                  kv_config_path=str(tmp_path / "kv.json")))
+        await nursery.start(namesrv.run)
+        loaded = build_config(broker_properties(tmp_path, namesrv.port, enableConsumeQueueExt="true"))
+        broker = BrokerController(loaded)
+        await nursery.start(broker.run)
+        broker.topic_config_manager.update(TopicConfig("TopicX", 1, 1))
+        async with RemotingClient() as client:
+            for tag in ("t1", "t2", "t3"):
+                assert (await send(client, loaded.broker.broker_addr, "TopicX", b"x", tags=tag)).code == 0
+        with trio.fail_after(10):
+            while not any(q.topic == "TopicX" and q.file.size for q in consume_queue_files(str(tmp_path / "store"))):
+                await trio.sleep(0.05)
+            await trio.sleep(0.3)
+        broker.stop()
+        await broker.wait_stopped()
+        namesrv.server.close()
+        nursery.cancel_scope.cancel()
+    [queue] = [q for q in consume_queue_files(str(tmp_path / "store")) if q.topic == "TopicX"]
+    [data] = list(read_units(queue))
+    assert all(o is not None for o in data["ext_offset"])
+    assert data["ext_tags_code"] == [tags_string_to_tags_code(t) for t in ("t1", "t2", "t3")]
+    assert all(ts > 1_600_000_000_000 for ts in data["ext_store_timestamp"])
