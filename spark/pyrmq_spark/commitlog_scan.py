@@ -22,6 +22,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+from pyrmq.codec.body_compression import BodyInflateError, inflate_body
 from pyrmq.codec.message import (
     BLANK_MAGIC_CODE,
     MAGIC_CODE_V1,
@@ -37,7 +38,6 @@ from pyrmq.codec.message import (
     string_to_properties,
 )
 
-from pyrmq_spark.bodies import BodyError, inflate
 from pyrmq_spark.predicates import Predicate
 from pyrmq_spark.store_files import ReadOnlyMap, SegmentFile
 
@@ -78,6 +78,9 @@ _F_STORE_IP, _F_STORE_PORT, _F_RECONSUME = 12, 13, 14
 
 DEFAULT_SPLIT_BYTES = 128 * 1024 * 1024  # Spark's own spark.sql.files.maxPartitionBytes default
 BATCH_ROWS = 8192
+# Cap on an inflated body, so a crafted record cannot exhaust an executor's memory: four times
+# the broker's largest accepted message (maxMessageSize, 4 MiB) covers any real compression ratio.
+MAX_INFLATED_BYTES = 64 * 1024 * 1024
 BATCH_BYTES = 32 * 1024 * 1024  # a batch of big bodies closes early: an Arrow batch is held whole
 
 
@@ -224,8 +227,8 @@ def _row(buf: Any, pos: int, limit: int, info: RecordInfo, wanted: frozenset[str
             if "body" in wanted:
                 if decompress:
                     try:
-                        row["body"] = inflate(body, info.sys_flag)
-                    except BodyError as exc:
+                        row["body"] = inflate_body(body, info.sys_flag, MAX_INFLATED_BYTES)
+                    except BodyInflateError as exc:
                         row["_corrupt"] = f"{exc} at {info.commit_log_offset}"
                         row["body"] = bytes(body)
                 else:

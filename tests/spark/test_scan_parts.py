@@ -9,39 +9,30 @@ import zlib
 
 import pytest
 
+from pyrmq.codec.body_compression import BodyInflateError, inflate_body
 from pyrmq.codec.commit_log_walk import offset_to_file_name
 from pyrmq.codec.message import BLANK_MAGIC_CODE, BLANK_RECORD, MessageSysFlag, encode_message_record_bytes
 
 try:
-    import lz4.frame as lz4_frame
     import pyspark.sql.datasource as datasource
-    import zstandard
 except ImportError as exc:   # the spark extra is missing: a failure in CI, a skip elsewhere
     if os.environ.get("CI", "").lower() == "true":
         raise
     pytest.skip(f'{exc} (pip install -e ".[spark]")', allow_module_level=True)
 
 from pyrmq_spark import commitlog_scan as cl  # noqa: E402
-from pyrmq_spark.bodies import MAX_INFLATED_BYTES, BodyError, inflate  # noqa: E402
+from pyrmq_spark.commitlog_scan import MAX_INFLATED_BYTES  # noqa: E402
 from pyrmq_spark.predicates import Predicate, absorb, to_micros  # noqa: E402
 from pyrmq_spark.store_files import commit_log_segments  # noqa: E402
 
 F = MessageSysFlag
 
 
-def test_inflate_by_sys_flag():
-    body = b"x" * 5000
-    assert inflate(zlib.compress(body), F.COMPRESSED_FLAG) == body
-    assert inflate(zlib.compress(body), F.COMPRESSED_FLAG | F.COMPRESSION_ZLIB_TYPE) == body
-    assert inflate(lz4_frame.compress(body), F.COMPRESSED_FLAG | F.COMPRESSION_LZ4_TYPE) == body
-    assert inflate(zstandard.ZstdCompressor().compress(body), F.COMPRESSED_FLAG | F.COMPRESSION_ZSTD_TYPE) == body
-    assert inflate(b"plain", 0) == b"plain"
-    with pytest.raises(BodyError):
-        inflate(b"not zlib", F.COMPRESSED_FLAG)
-    with pytest.raises(BodyError):   # a bomb stops at the cap
-        inflate(zlib.compress(bytes(MAX_INFLATED_BYTES + 1)), F.COMPRESSED_FLAG)
-    with pytest.raises(BodyError, match="unknown"):
-        inflate(b"", F.COMPRESSED_FLAG | 0x400)
+def test_inflation_cap():
+    """The codecs are tested with the codec (tests/codec); here, the executor's cap holds."""
+    with pytest.raises(BodyInflateError):
+        inflate_body(zlib.compress(bytes(MAX_INFLATED_BYTES + 1)), F.COMPRESSED_FLAG, MAX_INFLATED_BYTES)
+    assert len(inflate_body(zlib.compress(bytes(MAX_INFLATED_BYTES)), F.COMPRESSED_FLAG, MAX_INFLATED_BYTES)) == MAX_INFLATED_BYTES
 
 
 def test_filters_taken_and_left():
