@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 if TYPE_CHECKING:
     import mmap
@@ -441,6 +441,29 @@ def _decode_fields(buf: ReadBuffer, pos: int,
     return fields, body_start, body_length, topic_start, topic_length, p, properties_length
 
 
+class RecordLayout(NamedTuple):
+    """Where the fields of one stored record are, without copying or decoding any of them.
+
+    ``fields`` are the fixed prefix values in declaration order (TOTALSIZE .. BODYLEN; hosts as
+    raw 4- or 16-byte addresses); the spans are absolute positions in the buffer. For readers that
+    pick a few columns of many records (the Spark data sources): they slice what they need.
+    """
+
+    fields: tuple[Any, ...]
+    body_start: int
+    body_length: int
+    topic_start: int
+    topic_length: int
+    properties_start: int
+    properties_length: int
+
+
+def decode_record_layout(buf: ReadBuffer, pos: int, limit: int) -> RecordLayout:
+    """The layout of the record at ``pos`` (``limit``: end of readable data); raises
+    :class:`MessageFormatError` as :func:`decode_message` does. No CRC check and no copy."""
+    return RecordLayout(*_decode_fields(buf, pos, limit))
+
+
 def decode_message(buf: ReadBuffer, pos: int = 0) -> tuple[MessageExt, int]:
     """Decode the stored record at ``pos``; returns it and the position after it."""
     fields, body_start, body_length, topic_start, topic_length, prop_start, prop_length = (
@@ -548,9 +571,9 @@ __all__ = [
     "BlankRecord", "END_FILE_MIN_BLANK_LENGTH", "MAGIC_CODE_V1", "MAGIC_CODE_V2", "MAX_BATCH_ENTRIES",
     "MAX_PROPERTIES_LENGTH", "MAX_TOPIC_LENGTH_V1", "MessageConst",
     "MessageExt", "MessageFormatError", "MessageRecordV1", "MessageRecordV2", "MessageSysFlag",
-    "NAME_VALUE_SEPARATOR", "PROPERTY_SEPARATOR", "PreparedRecord", "RecordInfo", "body_crc",
+    "NAME_VALUE_SEPARATOR", "PROPERTY_SEPARATOR", "PreparedRecord", "RecordInfo", "RecordLayout", "body_crc",
     "bytes_to_host", "check_record", "create_offset_msg_id", "decode_batch", "decode_message",
-    "decode_messages", "decode_offset_msg_id", "encode_batch", "encode_message_record",
+    "decode_messages", "decode_offset_msg_id", "decode_record_layout", "encode_batch", "encode_message_record",
     "encode_message_record_bytes", "encode_topic_tail", "host_to_bytes", "java_string_hash",
     "pickup_store_timestamp", "prepare_record", "record_properties_string", "properties_to_string", "property_value", "record_length",
     "store_timestamp_position", "string_to_properties", "tags_string_to_tags_code",
