@@ -119,9 +119,14 @@ class Negate(Unary):
         return f"(- {self.operand})"
 
 
-class Or(Node):
+class _Junction(Node):
+    """OR and AND under three-valued logic: the first operand equal to ``decisive`` decides
+    (TRUE for OR, FALSE for AND); otherwise any UNKNOWN operand makes the result UNKNOWN."""
+
     __slots__ = ("operands",)
     boolean = True
+    decisive: bool
+    keyword: str
 
     def __init__(self, operands: Sequence[Node]) -> None:
         super().__init__(*operands)
@@ -133,34 +138,24 @@ class Or(Node):
             value = operand.evaluate(properties)
             if value is None:
                 unknown = True
-            elif value:
-                return True
-        return None if unknown else False
+            elif bool(value) is self.decisive:
+                return self.decisive
+        return None if unknown else not self.decisive
 
     def __str__(self) -> str:
-        return "(" + " OR ".join(str(o) for o in self.operands) + ")"
+        return "(" + f" {self.keyword} ".join(str(o) for o in self.operands) + ")"
 
 
-class And(Node):
-    __slots__ = ("operands",)
-    boolean = True
+class Or(_Junction):
+    __slots__ = ()
+    decisive = True
+    keyword = "OR"
 
-    def __init__(self, operands: Sequence[Node]) -> None:
-        super().__init__(*operands)
-        self.operands = tuple(operands)
 
-    def evaluate(self, properties: Properties) -> Value:
-        unknown = False
-        for operand in self.operands:
-            value = operand.evaluate(properties)
-            if value is None:
-                unknown = True
-            elif not value:
-                return False
-        return None if unknown else True
-
-    def __str__(self) -> str:
-        return "(" + " AND ".join(str(o) for o in self.operands) + ")"
+class And(_Junction):
+    __slots__ = ()
+    decisive = False
+    keyword = "AND"
 
 
 class Equal(Node):
