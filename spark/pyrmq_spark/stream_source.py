@@ -110,10 +110,11 @@ class RocketMQStreamReader(DataSourceStreamReader):
         self.pull_batch = int(options.get("pullBatchSize") or DEFAULT_PULL_BATCH)
         self.timeout = float(options.get("timeout") or DEFAULT_TIMEOUT_S)
         self._client: PullConsumer | None = None   # the driver's; never shipped to executors
+        self._stored: dict[str, int] = {}          # the group offsets last stored on the brokers
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_client"] = None
+        state["_client"], state["_stored"] = None, {}
         return state
 
     def _driver_client(self) -> PullConsumer:
@@ -150,6 +151,11 @@ class RocketMQStreamReader(DataSourceStreamReader):
         return ReadMaxRows(self.max_per_trigger) if self.max_per_trigger else ReadAllAvailable()
 
     def latestOffset(self, start: dict[str, int] | None = None, limit: Any = None) -> dict[str, int]:
+        if start is not None:
+            # Spark 4.2+ passes the end of the last completed batch, at every trigger; Spark calls
+            # commit() for a batch only when it plans the next one, so without this the broker's
+            # offsets would trail a query that has caught up by a whole batch until more arrives.
+            self._store_group_offsets(start)
         client = self._driver_client()
         latest = {queue_key(q.broker_name, q.queue_id): client.max_offset(q) for q in self._queues()}
         budget = getattr(limit, "max_rows", None)
@@ -184,12 +190,19 @@ class RocketMQStreamReader(DataSourceStreamReader):
             yield from read_range(consumer, mq, partition.start, partition.end, self.pull_batch)
 
     def commit(self, end: dict[str, int]) -> None:
+        self._store_group_offsets(end)
+
+    def _store_group_offsets(self, offsets: dict[str, int]) -> None:
+        """The group's consume offsets on the brokers (what mqadmin consumerProgress shows), each
+        queue's once per change."""
         if not self.group:
             return
         client = self._driver_client()
-        for key, offset in end.items():
-            broker, queue_id = _split_key(key)
-            client.update_offset(MessageQueue(self.topic, broker, queue_id), offset)
+        for key, offset in offsets.items():
+            if self._stored.get(key) != offset:
+                broker, queue_id = _split_key(key)
+                client.update_offset(MessageQueue(self.topic, broker, queue_id), offset)
+                self._stored[key] = offset
 
     def stop(self) -> None:
         if self._client is not None:

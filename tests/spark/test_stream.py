@@ -4,6 +4,8 @@ commits the group's offsets; the sink's rows arrive with bodies, tags, keys and 
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from compat_tests.servers import PyrmqServer, ServerConfig, allocate_ports
@@ -40,9 +42,23 @@ def _run_until_caught_up(spark, namesrv, topic, group, checkpoint, out, **option
              .option("checkpointLocation", checkpoint).trigger(processingTime="200 milliseconds").start())
     try:
         query.processAllAvailable()
+        wait_group_caught_up(namesrv, topic, group)
     finally:
         query.stop()
-    return query
+
+
+def wait_group_caught_up(namesrv: str, topic: str, group: str, timeout: float = 20.0) -> None:
+    """The group's offsets on the broker reach the queues' ends while the query runs: stored at
+    the first trigger after the last batch completed (a trigger fires every 200 ms here)."""
+    with PullConsumer(namesrv, group, timeout=10) as consumer:   # a pull client: no rebalance to disturb
+        queues = consumer.fetch_queues(topic)
+        deadline = time.monotonic() + timeout
+        while True:
+            lag = {mq.queue_id: consumer.max_offset(mq) - consumer.query_offset(mq) for mq in queues}
+            if not any(lag.values()):
+                return
+            assert time.monotonic() < deadline, f"group {group} still lags by {lag}"
+            time.sleep(0.2)
 
 
 def test_stream_reads_every_message_once_across_a_restart(spark, broker, tmp_path):
@@ -64,7 +80,7 @@ def test_stream_reads_every_message_once_across_a_restart(spark, broker, tmp_pat
     assert some.topic == topic and some.tags in ("T0", "T1", "T2") and some.keys.startswith("k-")
     assert len({(r.queue_id, r.queue_offset) for r in rows}) == 65   # no queue offset twice
 
-    # The group's offsets on the broker are where the query stopped: the queues' ends.
+    # The group's offsets on the broker stayed where the query stopped: the queues' ends.
     with PullConsumer(namesrv, group, timeout=10) as consumer:
         for mq in consumer.fetch_queues(topic):
             assert consumer.query_offset(mq) == consumer.max_offset(mq), mq
