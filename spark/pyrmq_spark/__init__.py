@@ -3,10 +3,11 @@
     import pyrmq_spark
     pyrmq_spark.register(spark)
     spark.read.format("rocketmq_commitlog").load("/data/store")
+    spark.readStream.format("rocketmq").option("namesrv", "127.0.0.1:9876").option("topic", "T").load()
 
-The readers use only :mod:`pyrmq.codec` (an import-linter contract holds them to it) and map files
+The store-file readers use only :mod:`pyrmq.codec` (an import-linter contract holds them to it) and map files
 read-only, so they run against a live broker's store or a copy, written by pyrmq or Apache
-RocketMQ.
+RocketMQ. The ``rocketmq`` stream source and sink talk to brokers with :mod:`pyrmq.client`.
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ def register(spark: Any, *, pushdown: bool = True) -> None:
     from pyrmq_spark.commitlog_source import CommitLogDataSource
     from pyrmq_spark.consumequeue_source import ConsumeQueueDataSource
     from pyrmq_spark.index_source import IndexDataSource
+    from pyrmq_spark.stream_source import RocketMQDataSource
 
     if pushdown:
         spark.conf.set(PUSHDOWN_CONF, "true")
-    for source in (CommitLogDataSource, ConsumeQueueDataSource, IndexDataSource):
+    for source in (CommitLogDataSource, ConsumeQueueDataSource, IndexDataSource, RocketMQDataSource):
         spark.dataSource.register(source)
 
 
