@@ -19,6 +19,7 @@ import trio
 
 from pyrmq.broker.topic_config import DLQ_GROUP_TOPIC_PREFIX
 from pyrmq.common.guard import ServiceGuard
+from pyrmq.codec.system_topics import TOPIC_GROUP_SEPARATOR
 
 if TYPE_CHECKING:
     from pyrmq.broker.config import BrokerConfig
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RUNTIME_INFO_KEY = "pyrmqAccumulationAlarms"
-TOPIC_GROUP_SEPARATOR = "@"
 
 
 @dataclass(frozen=True)

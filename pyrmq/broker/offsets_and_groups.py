@@ -13,10 +13,10 @@ from pyrmq.codec.codes import ResponseCode
 from pyrmq.codec.remoting import RemotingCommand
 from pyrmq.remoting.dispatch import RequestError
 from pyrmq.remoting.headers import required_str
+from pyrmq.codec.system_topics import TOPIC_GROUP_SEPARATOR
 
 log = logging.getLogger(__name__)
 
-TOPIC_GROUP_SEPARATOR = "@"
 GROUP_MAX_LENGTH = 255
 
 # Groups every Apache broker creates at start (spec/message.md section 10.1).

@@ -35,6 +35,7 @@ from pyrmq.remoting.dispatch import RequestError
 from pyrmq.remoting.headers import optional_int, optional_str, required_int, required_str
 from pyrmq.store.message_store import GetMessageStatus
 from pyrmq.store.model import CqExtUnit
+from pyrmq.codec.system_topics import RETRY_GROUP_TOPIC_PREFIX
 
 if TYPE_CHECKING:
     from pyrmq.broker.client_manager import ConsumerManager
@@ -54,7 +55,6 @@ MASTER_ID = 0
 HOLD_CHECK_INTERVAL_S = 0.2
 FAQ_URL = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 _TAGS = MessageConst.PROPERTY_TAGS + "\x01"
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 
 _STATUS_CODES = {
     GetMessageStatus.FOUND: ResponseCode.SUCCESS,

@@ -18,13 +18,13 @@ from pyrmq.codec.message import MessageConst, tags_string_to_tags_code
 from pyrmq.codec.message_props import real_destination
 from pyrmq.common.guard import ServiceGuard
 from pyrmq.store.message_store import MessageExtBrokerInner, PutMessageStatus
+from pyrmq.codec.system_topics import SCHEDULE_TOPIC
 
 if TYPE_CHECKING:
     from pyrmq.broker.controller import BrokerController
 
 log = logging.getLogger(__name__)
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 # Java checks each level every 100 ms and persists the offsets every 10 s.
 TICK_S = 0.1

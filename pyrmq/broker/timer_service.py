@@ -16,7 +16,8 @@ from pyrmq.codec.codes import ResponseCode
 from pyrmq.codec.message import MessageConst
 from pyrmq.common.guard import ServiceGuard
 from pyrmq.store.message_store import DefaultMessageStore, MessageStoreConfig
-from pyrmq.store.timer_store import TIMER_TOPIC, TimerMessageStore, round_deliver_ms
+from pyrmq.codec.system_topics import TIMER_TOPIC
+from pyrmq.store.timer_store import TimerMessageStore, round_deliver_ms
 
 log = logging.getLogger(__name__)
 

@@ -10,6 +10,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pyrmq.broker.config_table import VersionedConfigTable
+from pyrmq.codec.system_topics import (  # noqa: F401  (re-exported for the broker's modules)
+    DLQ_GROUP_TOPIC_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+)
 
 log = logging.getLogger(__name__)
 
@@ -22,13 +29,8 @@ AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
 SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
 BENCHMARK_TOPIC = "BenchmarkTest"
 OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 REPLY_TOPIC_POSTFIX = "REPLY_TOPIC"
 

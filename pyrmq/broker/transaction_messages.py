@@ -25,9 +25,8 @@ from pyrmq.codec.message import (
     tags_string_to_tags_code,
 )
 from pyrmq.store.message_store import MessageExtBrokerInner
+from pyrmq.codec.system_topics import TRANS_HALF_TOPIC as HALF_TOPIC, TRANS_OP_HALF_TOPIC as OP_TOPIC
 
-HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
 # The consumer group whose offsets on the half and op queues are the check service's progress.
 CHECK_GROUP = "CID_RMQ_SYS_TRANS"

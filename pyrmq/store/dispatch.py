@@ -31,10 +31,10 @@ from pyrmq.store.commit_log import CommitLog
 from pyrmq.store.consume_queue_table import ConsumeQueueTable
 from pyrmq.store.index_service import IndexService, index_keys_of
 from pyrmq.store.model import DispatchError, StoreError
+from pyrmq.codec.system_topics import SCHEDULE_TOPIC
 
 log = logging.getLogger(__name__)
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 _DELAY = MessageConst.PROPERTY_DELAY_TIME_LEVEL + "\x01"
 _TRANSACTION_MASK = MessageSysFlag.TRANSACTION_MASK
 # Half (PREPARED) and ROLLBACK records are stored but never enter a consume queue.

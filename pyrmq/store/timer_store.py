@@ -55,7 +55,6 @@ log = logging.getLogger(__name__)
 _CRASH = crash_points.armed("timer.unit_appended", "timer.delivered_one", "timer.read_time_moved",
                             "timer.flushed_before_checkpoint")
 
-TIMER_TOPIC = "rmq_sys_wheel_timer"
 # Slots beyond the longest delay: room for the clock to move while a message is taken in.
 BLANK_SLOTS = 60
 # Java decodes a stored record's properties into HashMap(128): the delivered copy's string

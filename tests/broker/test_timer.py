@@ -25,7 +25,8 @@ from pyrmq.codec.timer_formats import (
     unpack_timer_log_unit,
 )
 from pyrmq.store.message_store import DefaultMessageStore, MessageExtBrokerInner, MessageStoreConfig
-from pyrmq.store.timer_store import TIMER_TOPIC, round_deliver_ms
+from pyrmq.codec.system_topics import TIMER_TOPIC
+from pyrmq.store.timer_store import round_deliver_ms
 
 T0 = 1_700_000_000_300   # wall clock ms at the first send (not a slot boundary)
 

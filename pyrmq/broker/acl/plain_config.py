@@ -32,6 +32,7 @@ from typing import Any
 import yaml
 
 from pyrmq.common.acl.address import AddressPattern, AddressPatternError, parse_address_pattern
+from pyrmq.codec.system_topics import RETRY_GROUP_TOPIC_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,6 @@ _PERM_WORDS = {"PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SU
 KEY_MIN_LENGTH = 7
 # An operator's file; anything this large is a mistake, not a config.
 MAX_FILE_BYTES = 16 * 1024 * 1024
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 
 
 class AclConfigError(ValueError):

@@ -18,10 +18,10 @@ from pyrmq.codec.errors import ProtocolError
 from pyrmq.codec.remoting import RemotingCommand
 from pyrmq.remoting.errors import RequestError
 from pyrmq.remoting.headers import required_int, required_str
+from pyrmq.codec.system_topics import RETRY_GROUP_TOPIC_PREFIX
 
 __all__ = ["ADMIN_CODES", "AclDenied", "java_hash_order", "needed_resources"]
 
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 
 # Apache's Permission.ADMIN_CODE: only accounts with admin: true may send these.
 ADMIN_CODES = frozenset({
