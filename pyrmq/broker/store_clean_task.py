@@ -13,8 +13,8 @@ from typing import Callable, Iterator
 
 import trio
 
-from pyrmq.broker.offsets_and_groups import TOPIC_GROUP_SEPARATOR, ConsumerOffsetManager
-from pyrmq.broker.schedule_service import SCHEDULE_TOPIC
+from pyrmq.broker.offsets_and_groups import ConsumerOffsetManager
+from pyrmq.codec.system_topics import SCHEDULE_TOPIC, TOPIC_GROUP_SEPARATOR
 from pyrmq.store.clean_service import ConsumedBoundary
 from pyrmq.store.message_store import DefaultMessageStore
 

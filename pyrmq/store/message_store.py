@@ -26,6 +26,7 @@ from pyrmq.codec.message import (
     pickup_store_timestamp,
     string_to_properties,
 )
+from pyrmq.codec.system_topics import SCHEDULE_TOPIC
 from pyrmq.store import crash_points
 from pyrmq.store.checkpoint import StoreCheckpoint
 from pyrmq.store.clean_service import CleanService
@@ -34,7 +35,6 @@ from pyrmq.store.config_file import fsync_dir
 from pyrmq.store.consume_queue import ConsumeQueue
 from pyrmq.store.consume_queue_table import VALID_TOPIC, ConsumeQueueTable
 from pyrmq.store.dispatch import (
-    SCHEDULE_TOPIC,
     CommitLogDispatcher,
     ConsumeQueueDispatcher,
     ConsumeQueueExtDispatcher,

@@ -24,9 +24,10 @@ from __future__ import annotations
 import logging
 
 from pyrmq.broker.acl.plain_config import ANY, DENY, PUB, SUB, Account, PlainAclConfig
-from pyrmq.broker.acl.resources import ADMIN_CODES, RETRY_GROUP_TOPIC_PREFIX, AclDenied, needed_resources
+from pyrmq.broker.acl.resources import ADMIN_CODES, AclDenied, needed_resources
 from pyrmq.codec.codes import ResponseCode
 from pyrmq.codec.remoting import RemotingCommand
+from pyrmq.codec.system_topics import RETRY_GROUP_TOPIC_PREFIX
 from pyrmq.common.acl.address import remote_host
 from pyrmq.common.acl.signature import (
     ACCESS_KEY,
