@@ -61,6 +61,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("keys", "string"),
     ("uniq_key", "string"),
     ("properties", "map<string,string>"),
+    ("body_size", "int"),
     ("body", "binary"),
     ("_corrupt", "string"),
 )
@@ -204,7 +205,7 @@ def _row(buf: Any, pos: int, limit: int, info: RecordInfo, wanted: frozenset[str
         "phy_offset": info.commit_log_offset, "store_size": info.size, "sys_flag": info.sys_flag,
         "store_timestamp": info.store_timestamp, "prepared_transaction_offset": info.prepared_transaction_offset,
         "body_crc": f[_F_CRC], "flag": f[_F_FLAG], "born_timestamp": f[_F_BORN_TS],
-        "reconsume_times": f[_F_RECONSUME],
+        "reconsume_times": f[_F_RECONSUME], "body_size": layout.body_length,
     }
     props = info.properties_string
     if "born_host" in wanted:

@@ -57,6 +57,13 @@ def mixed_store(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def jobs_store(tmp_path_factory):
+    from tests.spark.jobs_store import write_jobs_store
+
+    return write_jobs_store(str(tmp_path_factory.mktemp("jobs")))
+
+
+@pytest.fixture(scope="session")
 def apache_store(tmp_path_factory) -> str:
     root = tmp_path_factory.mktemp("apache")
     with tarfile.open(APACHE_FIXTURE) as tar:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import os
 import zlib
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import AsyncIterator
 
 import lz4.frame
 import trio
@@ -84,47 +86,65 @@ def _compress(body: bytes, sys_flag: int) -> bytes:
     return body
 
 
-async def _write(root: str) -> tuple[list[Sent], Sent]:
+@asynccontextmanager
+async def running_broker(root: str, topics: dict[str, int], **overrides: object) -> AsyncIterator[Running]:
+    """A NameServer and a broker on loopback with their store under ``root/store`` and the
+    ``topics`` (name: queues) created; stopped cleanly (configs persisted) on exit."""
     namesrv = NamesrvController(NamesrvConfig(listen_port=0, bind_address="127.0.0.1",
                                               kv_config_path=os.path.join(root, "kv.json")))
-    props = broker_properties(_Root(root), 0, mappedFileSizeCommitLog=SEGMENT_BYTES,
-                              messageDelayLevel="1s 2s", flushIntervalCommitLog=50)
+    props = broker_properties(_Root(root), 0, **overrides)
     async with trio.open_nursery() as nursery:
         await nursery.start(namesrv.run)
         props["namesrvAddr"] = f"127.0.0.1:{namesrv.port}"
         loaded = build_config(props)
         broker = BrokerController(loaded)
         await nursery.start(broker.run)
-        addr = loaded.broker.broker_addr
-        for topic in ("TopicA", "TopicB", "TopicC", "TopicV", "TopicBig", "TopicD"):
-            broker.topic_config_manager.update(TopicConfig(topic, 4, 4))
-        sent = _plan()
+        for topic, queues in topics.items():
+            broker.topic_config_manager.update(TopicConfig(topic, queues, queues))
         async with RemotingClient() as client:
-            for s in sent:
-                s.stored_body = _compress(s.body, s.sys_flag)
-                resp = await send(client, addr, s.topic, s.stored_body, tags=s.tags, keys=s.keys,
-                                  queue_id=s.queue_id, sys_flag=s.sys_flag)
-                assert resp.code == 0, resp.remark
-                _, _, s.phy_offset = decode_offset_msg_id(resp.ext_fields["msgId"])
-                s.queue_offset = int(resp.ext_fields["queueOffset"])
-            delayed = Sent("TopicD", 3, b"later", tags="TagD", extra={"DELAY": "1"})
-            resp = await send(client, addr, "TopicD", b"later", tags="TagD", queue_id=3, extra={"DELAY": "1"})
-            assert resp.code == 0, resp.remark
-            _, _, delayed.phy_offset = decode_offset_msg_id(resp.ext_fields["msgId"])
-            with trio.fail_after(15):
-                while True:
-                    _, messages = await pull(client, addr, "TopicD", 3, 0)
-                    if messages:
-                        break
-                    await trio.sleep(0.1)
-            [copy] = messages
-            delivered = Sent("TopicD", 3, b"later", tags="TagD", queue_offset=copy.queue_offset,
-                             phy_offset=copy.commit_log_offset, stored_body=b"later",
-                             extra={"schedule_offset": str(delayed.phy_offset)})
+            yield Running(broker, loaded.broker.broker_addr, client)
         broker.stop()
         await broker.wait_stopped()
         namesrv.server.close()
         nursery.cancel_scope.cancel()
+
+
+@dataclass
+class Running:
+    broker: BrokerController
+    addr: str
+    client: RemotingClient
+
+    async def wait_for_messages(self, topic: str, queue_id: int, count: int = 1, timeout: float = 15) -> list:
+        with trio.fail_after(timeout):
+            while True:
+                _, messages = await pull(self.client, self.addr, topic, queue_id, 0)
+                if len(messages) >= count:
+                    return messages
+                await trio.sleep(0.1)
+
+
+async def _write(root: str) -> tuple[list[Sent], Sent]:
+    topics = {t: 4 for t in ("TopicA", "TopicB", "TopicC", "TopicV", "TopicBig", "TopicD")}
+    async with running_broker(root, topics, mappedFileSizeCommitLog=SEGMENT_BYTES, messageDelayLevel="1s 2s",
+                              flushIntervalCommitLog=50) as run:
+        client, addr = run.client, run.addr
+        sent = _plan()
+        for s in sent:
+            s.stored_body = _compress(s.body, s.sys_flag)
+            resp = await send(client, addr, s.topic, s.stored_body, tags=s.tags, keys=s.keys,
+                              queue_id=s.queue_id, sys_flag=s.sys_flag)
+            assert resp.code == 0, resp.remark
+            _, _, s.phy_offset = decode_offset_msg_id(resp.ext_fields["msgId"])
+            s.queue_offset = int(resp.ext_fields["queueOffset"])
+        delayed = Sent("TopicD", 3, b"later", tags="TagD", extra={"DELAY": "1"})
+        resp = await send(client, addr, "TopicD", b"later", tags="TagD", queue_id=3, extra={"DELAY": "1"})
+        assert resp.code == 0, resp.remark
+        _, _, delayed.phy_offset = decode_offset_msg_id(resp.ext_fields["msgId"])
+        [copy] = await run.wait_for_messages("TopicD", 3)
+        delivered = Sent("TopicD", 3, b"later", tags="TagD", queue_offset=copy.queue_offset,
+                         phy_offset=copy.commit_log_offset, stored_body=b"later",
+                         extra={"schedule_offset": str(delayed.phy_offset)})
     return sent, delivered
 
 
