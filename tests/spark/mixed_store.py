@@ -158,21 +158,30 @@ class _Root:
         return os.path.join(self.root, name)
 
 
-def _damage(store: str, head: Sent, crc: Sent, segment_bytes: int) -> None:
-    """Overwrite ``head``'s MAGIC and offsets, flip a byte of ``crc``'s body, and leave a torn record
-    after the last one: the first 40 bytes of a plausible record, then zeros."""
+def damage_store(store: str, head_offset: int, crc_offset: int, segment_bytes: int) -> None:
+    """Damage a stopped broker's commit log (pyrmq's or Apache's, IPv4 hosts) in three ways a reader
+    must survive: overwrite the MAGIC and offsets of the record at ``head_offset``, flip bit 5 (ASCII case) of
+    the first body byte of the record at ``crc_offset`` (its CRC no longer matches), and leave a torn
+    record after the last one: the first 40 bytes of a plausible record, then zeros."""
     commitlog = os.path.join(store, "commitlog")
     names = sorted(os.listdir(commitlog))
 
+    def path_of(offset: int) -> tuple[str, int]:
+        return os.path.join(commitlog, names[offset // segment_bytes]), offset % segment_bytes
+
     def patch(offset: int, data: bytes) -> None:
-        name = names[offset // segment_bytes]
-        with open(os.path.join(commitlog, name), "r+b") as f:
-            f.seek(offset % segment_bytes)
+        path, pos = path_of(offset)
+        with open(path, "r+b") as f:
+            f.seek(pos)
             f.write(data)
 
-    patch(head.phy_offset + 4, b"\xde\xad\xbe\xef" * 8)
+    patch(head_offset + 4, b"\xde\xad\xbe\xef" * 8)
     # the body starts after the 88-byte IPv4 prefix (TOTALSIZE .. BODYLEN)
-    patch(crc.phy_offset + 88, b"V")
+    path, pos = path_of(crc_offset + 88)
+    with open(path, "rb") as f:
+        f.seek(pos)
+        first = f.read(1)[0]
+    patch(crc_offset + 88, bytes([first ^ 0x20]))
     last = os.path.join(commitlog, names[-1])
     with open(last, "r+b") as f:
         data = f.read()
@@ -187,6 +196,6 @@ def write_mixed_store(root: str) -> MixedStore:
     store = os.path.join(root, "store")
     head = next(s for s in sent if s.body == b"victim-head")
     crc = next(s for s in sent if s.body == b"victim-crc")
-    _damage(store, head, crc, SEGMENT_BYTES)
+    damage_store(store, head.phy_offset, crc.phy_offset, SEGMENT_BYTES)
     intact = [s for s in sent if s is not head and s is not crc]
     return MixedStore(store, intact, head, crc, delivered, int(delivered.extra["schedule_offset"]))
