@@ -1,13 +1,27 @@
-# pyrmq: NameServer and Broker image.  `docker compose up` runs both (docker-compose.yml).
-FROM python:3.11-slim
+# pyrmq: the NameServer and Broker image, standalone by default (docker run -p 9876:9876 -p 10911:10911 pyrmq).
+# `make docker-images` builds it on a base made from Debian's packages, no image registry needed
+# (scripts/docker_images.py); with a registry, `docker build -t pyrmq .` starts from python:3.11-slim.
+ARG BASE=python:3.11-slim
+FROM ${BASE}
 
-# The store and the NameServer's KV file live under /data; run as an unprivileged user.
+# A base without Python (the debootstrapped Debian) gets Debian's own, 3.11 in bookworm.
+RUN if ! python3 -c "import venv, ensurepip" 2>/dev/null; then \
+      apt-get update -qq \
+      && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 python3-venv \
+      && rm -rf /var/lib/apt/lists/*; \
+    fi
+
+# The store and the NameServer's KV file live under /data; the servers run as an unprivileged user.
 RUN useradd --system --uid 10001 --home-dir /data rocketmq && mkdir -p /data && chown rocketmq /data
 
 WORKDIR /opt/pyrmq
 COPY pyproject.toml README.md ./
 COPY pyrmq ./pyrmq
-RUN pip install --no-cache-dir . && rm -rf /root/.cache
+# pip trusts the system's CA bundle (the base's, which has any CA the site added), not only its own
+RUN python3 -m venv /opt/pyrmq/venv \
+ && PIP_CERT=/etc/ssl/certs/ca-certificates.crt /opt/pyrmq/venv/bin/pip install --no-cache-dir -q . \
+ && rm -rf /root/.cache
+ENV PATH=/opt/pyrmq/venv/bin:$PATH
 
 COPY conf/docker/ /etc/pyrmq/
 USER rocketmq
@@ -15,5 +29,11 @@ ENV HOME=/data
 VOLUME /data
 # 9876 NameServer, 10911 broker, 10909 broker fast port (listenPort - 2), 10912 HA (listenPort + 1)
 EXPOSE 9876 10909 10911 10912
+# `docker stop` sends SIGTERM: pyrmq stops accepting, finishes in-flight requests, flushes the store,
+# persists its configs and exits 0 (the default 10 s grace is plenty for that).
+STOPSIGNAL SIGTERM
+# Healthy when the broker and the NameServer answer over the remoting protocol (pyrmq health);
+# a container running only one of them overrides this (docker-compose.yml does).
+HEALTHCHECK --interval=5s --timeout=5s --start-period=30s --retries=3 CMD ["pyrmq", "health"]
 ENTRYPOINT ["pyrmq"]
 CMD ["standalone", "-c", "/etc/pyrmq/standalone.conf", "--namesrv-port", "9876"]

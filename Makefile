@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: standalone test bench fuzz clean
+.PHONY: standalone test bench fuzz clean docker-images
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,9 +16,15 @@ $(VENV)/.installed: pyproject.toml
 standalone: $(VENV)/.installed
 	$(PY) -m pyrmq standalone -c conf/standalone.conf --namesrv-port 9876
 
+# ensure-toolchains also starts a private Docker engine (root only); it is stopped whatever pytest says.
 test: $(VENV)/.installed
 	bash scripts/ensure-toolchains
-	$(PY) -m pytest
+	status=0; $(PY) -m pytest || status=$$?; bash scripts/dockerd-private stop; exit $$status
+
+# pyrmq-base (debootstrap of Debian bookworm, no image registry), pyrmq:latest, pyrmq-jdk:latest;
+# the engine is DOCKER_HOST's, else the private one (scripts/dockerd-private start).
+docker-images:
+	DOCKER_HOST=$${DOCKER_HOST:-unix:///run/pyrmq-docker/docker.sock} $(PYTHON) scripts/docker_images.py
 
 bench: $(VENV)/.installed
 	$(PY) bench/send_pull.py

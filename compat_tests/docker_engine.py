@@ -1,10 +1,14 @@
-"""Running the compat suite's client programs in containers when a Docker engine is reachable.
+"""The Docker engine of the test run, and the compat suite's client programs in containers.
 
-With an engine (the Docker SDK finds one through DOCKER_HOST or the default socket), the Java
-scenario runner runs inside ``eclipse-temurin`` with the host network, the repository and the
-Maven repository bind-mounted at the same paths, so the command line and the class path are the
-ones the local run would use.  Without an engine everything runs on the local JDK / Go toolchain.
-``PYRMQ_COMPAT_DOCKER=0`` forces the local path, ``=1`` requires the engine.
+The engine is DOCKER_HOST's, else the private one ``scripts/dockerd-private`` starts (CI's:
+``make test`` starts it as root), else the machine's default socket. :func:`docker_host` says
+which; :func:`require_engine` is what the container tests use (a failure under CI=true when
+there is none, a skip elsewhere).
+
+With ``PYRMQ_COMPAT_DOCKER=1`` the Java scenario runner runs inside the ``pyrmq-jdk`` image
+(``make docker-images``: Debian's JDK, no image registry) with the host network, the repository
+and the Maven repository bind-mounted at the same paths, so the command line and the class path
+are the ones the local run would use. By default it runs on the local JDK.
 """
 
 from __future__ import annotations
@@ -14,25 +18,58 @@ import os
 import threading
 from pathlib import Path
 
-JAVA_IMAGE = os.environ.get("PYRMQ_COMPAT_JAVA_IMAGE", "eclipse-temurin:17-jdk")
+JAVA_IMAGE = os.environ.get("PYRMQ_COMPAT_JAVA_IMAGE", "pyrmq-jdk:latest")
 REPO = Path(__file__).resolve().parents[1]
+PRIVATE_SOCKET = "/run/pyrmq-docker/docker.sock"   # scripts/dockerd-private
+DEFAULT_SOCKET = "/var/run/docker.sock"
+
+
+def docker_host() -> str | None:
+    """DOCKER_HOST, else the private engine's socket, else the default one; None when none exists."""
+    if os.environ.get("DOCKER_HOST"):
+        return os.environ["DOCKER_HOST"]
+    for socket_path in (PRIVATE_SOCKET, DEFAULT_SOCKET):
+        if os.path.exists(socket_path):
+            return f"unix://{socket_path}"
+    return None
 
 
 @functools.cache
-def engine():
-    """A connected ``docker.DockerClient``, or None when no engine is reachable (or it is turned off)."""
-    choice = os.environ.get("PYRMQ_COMPAT_DOCKER", "auto")
-    if choice == "0":
-        return None
+def connect():
+    """A connected ``docker.DockerClient`` and the host it reached, or (None, why not)."""
+    host = docker_host()
+    if host is None:
+        return None, f"no Docker engine: DOCKER_HOST is unset and neither {PRIVATE_SOCKET} nor {DEFAULT_SOCKET} exists"
     try:
         import docker
-        client = docker.from_env(timeout=5)
+
+        client = docker.DockerClient(base_url=host, version="auto", timeout=60)
         client.ping()
-        return client
-    except Exception as exc:   # no SDK, no socket, no permission: all mean "run locally"
-        if choice == "1":
-            raise RuntimeError(f"PYRMQ_COMPAT_DOCKER=1 but no Docker engine is reachable: {exc}") from exc
+        return client, host
+    except Exception as exc:   # no SDK, a dead socket, no permission
+        return None, f"the Docker engine at {host} does not answer: {exc}"
+
+
+def require_engine():
+    """The engine for a container test: fails under CI=true (the Docker path must run in CI), skips elsewhere."""
+    import pytest
+
+    client, why = connect()
+    if client is None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"{why} (CI=true: the container tests must run; scripts/dockerd-private start)", pytrace=False)
+        pytest.skip(why)
+    return client
+
+
+def engine():
+    """The engine the Java scenario runner uses: only with PYRMQ_COMPAT_DOCKER=1, which requires it."""
+    if os.environ.get("PYRMQ_COMPAT_DOCKER", "0") != "1":
         return None
+    client, why = connect()
+    if client is None:
+        raise RuntimeError(f"PYRMQ_COMPAT_DOCKER=1 but {why}")
+    return client
 
 
 class ContainerProcess:

@@ -1,6 +1,7 @@
 """Command line: ``pyrmq namesrv``, ``pyrmq broker``, ``pyrmq standalone``, ``pyrmq filtersrv``, and
-``pyrmq transactions -b HOST:PORT`` (pending half messages per producer group) and
-``pyrmq dlq -b HOST:PORT -g GROUP [--resend MSGID ...]`` (a group's dead letters, see cli_dlq).
+``pyrmq transactions -b HOST:PORT`` (pending half messages per producer group),
+``pyrmq dlq -b HOST:PORT -g GROUP [--resend MSGID ...]`` (a group's dead letters, see cli_dlq) and
+``pyrmq health [--broker HOST:PORT] [--namesrv HOST:PORT]`` (the container HEALTHCHECK, cli_health).
 
 The only place that configures logging.  SIGTERM and SIGINT stop gracefully: stop accepting,
 finish in-flight work, flush, persist configs, remove the abort file, exit 0.
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import trio
 
-from pyrmq import cli_dlq, cli_filtersrv, cli_transactions
+from pyrmq import cli_dlq, cli_filtersrv, cli_health, cli_transactions
 from pyrmq.broker.config import ConfigError, LoadedConfig, load_config_file
 from pyrmq.broker.controller import BrokerController
 from pyrmq.codec.java_properties import parse_properties
@@ -81,7 +82,14 @@ async def _run_broker(broker: BrokerController, namesrv: NamesrvController | Non
 
 
 def _broker_overrides(args) -> dict[str, str]:
+    """broker.conf keys given on the command line (``-o KEY=VALUE``, then ``-n``): they win over the
+    file, and go through the same checks as the file's keys."""
     overrides = {}
+    for item in getattr(args, "option", None) or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"-o wants KEY=VALUE, got {item!r}")
+        overrides[key.strip()] = value.strip()
     if getattr(args, "namesrv_addr", None):
         overrides["namesrvAddr"] = args.namesrv_addr
     return overrides
@@ -108,9 +116,21 @@ def _allow_list(values: list[str] | None) -> str:
     return ";".join(patterns)
 
 
+_OPTION_HELP = ("a broker.conf key, overriding the file (repeatable): -o brokerIP1=10.0.0.5 -o listenPort=10921; "
+                "how a container's command line sets what differs per deployment")
 _WRITE_ALLOW_HELP = ("only peers matching PATTERN (Apache white address syntax: 10.0.0.*, 10.0.0.1-9, "
                      "10.0.0.{1,2}, one address, *) may register brokers, change write permissions or KV "
                      "config; repeatable; default: anyone")
+
+
+def _health(args: argparse.Namespace) -> int:
+    broker, namesrv = args.broker, args.namesrv
+    if not broker and not namesrv:
+        broker, namesrv = "127.0.0.1:10911", "127.0.0.1:9876"
+    failures = cli_health.run(broker, namesrv, args.timeout)
+    for failure in failures:
+        print(f"pyrmq health: {failure}", file=sys.stderr)
+    return 1 if failures else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,10 +148,12 @@ def main(argv: list[str] | None = None) -> int:
     p_br = sub.add_parser("broker", help="run a Broker")
     p_br.add_argument("-c", "--config", help="broker.conf (Apache RocketMQ keys)")
     p_br.add_argument("-n", "--namesrv-addr", help="NameServer addresses, host:port;host:port")
+    p_br.add_argument("-o", "--option", action="append", metavar="KEY=VALUE", help=_OPTION_HELP)
 
     p_sa = sub.add_parser("standalone", help="NameServer and Broker in one process")
     p_sa.add_argument("-c", "--config", help="broker.conf (Apache RocketMQ keys)")
     p_sa.add_argument("--namesrv-port", type=int, default=9876)
+    p_sa.add_argument("-o", "--option", action="append", metavar="KEY=VALUE", help=_OPTION_HELP)
     p_sa.add_argument("--namesrv-write-allow", action="append", metavar="PATTERN",
                       help=_WRITE_ALLOW_HELP + " (the embedded broker registers from 127.0.0.1)")
 
@@ -145,9 +167,17 @@ def main(argv: list[str] | None = None) -> int:
     p_dlq.add_argument("--resend", nargs="+", metavar="MSGID", help="offset msgIds (as listed) to re-send")
     p_dlq.add_argument("--max", type=int, default=1000, help="list at most this many (default 1000)")
 
+    p_health = sub.add_parser("health", help="exit 0 when the broker and/or NameServer answer over the remoting "
+                                             "protocol (default: both, on 127.0.0.1:10911 and 127.0.0.1:9876)")
+    p_health.add_argument("-b", "--broker", help="broker address host:port")
+    p_health.add_argument("-n", "--namesrv", help="NameServer address host:port")
+    p_health.add_argument("--timeout", type=float, default=cli_health.DEFAULT_TIMEOUT_S, help="seconds per request")
+
     cli_filtersrv.add_parser(sub)
 
     args = parser.parse_args(argv)
+    if args.command == "health":
+        return _health(args)
     _configure_logging(args.log_level)
     if args.command == "filtersrv":
         try:

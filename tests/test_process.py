@@ -137,3 +137,35 @@ async def test_kill_9_under_sync_flush_loses_no_acknowledged_message(standalone)
     assert not missing, f"{len(missing)} acknowledged messages lost, e.g. {sorted(missing)[:5]}"
     assert len(stored) == len(set(stored))
     assert server.stop() == 0
+
+
+def _pyrmq(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pyrmq", *args], capture_output=True, text=True, timeout=60)
+
+
+async def test_health_answers_for_a_running_server_and_o_overrides_the_conf(tmp_path):
+    """`pyrmq health` (the image's HEALTHCHECK) over the remoting protocol, against a standalone whose
+    listenPort comes from `-o` (the conf file names another port)."""
+    server = Standalone(tmp_path)
+    port = free_port()
+    server.proc = subprocess.Popen(
+        [sys.executable, "-m", "pyrmq", "standalone", "-c", str(server.conf), "--namesrv-port", str(server.namesrv_port),
+         "-o", f"listenPort={port}"], stdout=open(server.log, "ab"), stderr=subprocess.STDOUT)
+    try:
+        async with RemotingClient() as client:
+            await server.wait_ready(client)
+        ok = await trio.to_thread.run_sync(_pyrmq, "health", "-b", f"127.0.0.1:{port}", "-n", server.namesrv_addr)
+        assert (ok.returncode, ok.stderr) == (0, "")
+        # the conf file's port is not the one listening
+        bad = await trio.to_thread.run_sync(_pyrmq, "health", "-b", server.broker_addr, "--timeout", "1")
+        assert bad.returncode == 1 and f"broker {server.broker_addr}:" in bad.stderr
+    finally:
+        assert server.stop() == 0
+    down = await trio.to_thread.run_sync(_pyrmq, "health", "-b", f"127.0.0.1:{port}", "-n", server.namesrv_addr,
+                                         "--timeout", "1")
+    assert down.returncode == 1 and len(down.stderr.strip().splitlines()) == 2, down.stderr
+
+
+def test_o_wants_key_equals_value(tmp_path):
+    result = _pyrmq("broker", "-o", "listenPort")
+    assert result.returncode == 2 and "-o wants KEY=VALUE, got 'listenPort'" in result.stderr
