@@ -14,7 +14,6 @@ Under CI=true a missing engine fails these tests (``make test`` starts a private
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ import pytest
 from compat_tests.checks import assert_received_exactly
 from compat_tests.cluster import client4_fixture  # noqa: F401  (the Java client 4.9.8)
 from compat_tests.docker_engine import REPO, connect, require_engine
+from tests.broker.conftest import free_port
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
 
@@ -54,11 +54,6 @@ def images(engine, docker_env) -> None:
     engine.images.get(IMAGE)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def _wait_healthy(container, timeout: float = HEALTHY_TIMEOUT_S) -> None:
     deadline = time.monotonic() + timeout
@@ -78,7 +73,7 @@ def _logs(container) -> str:
 
 
 def test_image_runs_unprivileged_healthy_and_stops_gracefully(engine, images):
-    container = engine.containers.run(IMAGE, detach=True, ports={"9876/tcp": ("127.0.0.1", _free_port())})
+    container = engine.containers.run(IMAGE, detach=True, ports={"9876/tcp": ("127.0.0.1", free_port())})
     try:
         config = engine.images.get(IMAGE).attrs["Config"]
         assert config["User"] == "rocketmq" and "/data" in config["Volumes"]
@@ -119,7 +114,7 @@ class Compose:
 
 
 def test_compose_java_client_through_published_ports_and_broker_kill(engine, images, docker_env, client4):  # noqa: F811
-    namesrv_port, broker_port = _free_port(), _free_port()
+    namesrv_port, broker_port = free_port(), free_port()
     compose = Compose(docker_env, PYRMQ_NAMESRV_PORT=str(namesrv_port), PYRMQ_BROKER_PORT=str(broker_port),
                       PYRMQ_FLUSH_DISK_TYPE="SYNC_FLUSH")
     namesrv = f"127.0.0.1:{namesrv_port}"

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from compat_tests.servers import spawn_logged, tail_of, wait_listening
+from tests.broker.conftest import free_port
 
 SUBMIT_TIMEOUT_S = 300
 START_TIMEOUT_S = 90
@@ -41,18 +41,13 @@ def spark_submit(script: Path, *spark_args: str, args: list[str]) -> subprocess.
     return proc
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 class StandaloneCluster:
     """A Spark standalone master and one worker (1 core, 1 GiB) under ``workdir``."""
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
-        self.port = _free_port()
+        self.port = free_port()
         self.master_url = f"spark://127.0.0.1:{self.port}"
         self.master_log = workdir / "master.log"
         self.worker_log = workdir / "worker.log"
@@ -68,9 +63,9 @@ class StandaloneCluster:
         self.workdir.mkdir(parents=True, exist_ok=True)
         try:
             master = self._spawn("master.Master", ["--host", "127.0.0.1", "--port", str(self.port),
-                                                   "--webui-port", str(_free_port())], self.master_log)
+                                                   "--webui-port", str(free_port())], self.master_log)
             wait_listening(self.port, master, START_TIMEOUT_S)
-            self._spawn("worker.Worker", ["--host", "127.0.0.1", "--webui-port", str(_free_port()),
+            self._spawn("worker.Worker", ["--host", "127.0.0.1", "--webui-port", str(free_port()),
                                           "--cores", "1", "--memory", "1g",
                                           "--work-dir", str(self.workdir / "work"), self.master_url], self.worker_log)
             self._wait_for(self.master_log, r"Registering worker 127\.0\.0\.1:")
