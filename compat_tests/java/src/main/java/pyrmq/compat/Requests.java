@@ -5,6 +5,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
@@ -40,6 +41,9 @@ final class Requests {
         DefaultMQProducer replyProducer = Producers.startProducer(
             new Options(new String[]{"--namesrv", o.str("namesrv"), "--topic", topic,
                 "--producer-group", "PG_reply_" + o.str("group")}, 0), "-replier");
+        // The broker can push a reply to the requester before the replier's send() has returned, so
+        // the replier's `replied` event may still be pending when the last request completes.
+        AtomicInteger answered = new AtomicInteger();
         DefaultMQPushConsumer replier = new DefaultMQPushConsumer(o.str("group"));
         replier.setNamesrvAddr(o.str("namesrv"));
         replier.setInstanceName(ScenarioRunner.INSTANCE_BASE + "-replier");
@@ -55,6 +59,7 @@ final class Requests {
                 } catch (Exception e) {
                     Json.event("reply_failed").put("body", Producers.body(m)).put("error", e.toString()).emit();
                 }
+                answered.incrementAndGet();
             }
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
         });
@@ -115,6 +120,11 @@ final class Requests {
                     ok += tally[0];
                     failed += tally[1];
                 }
+            }
+            // Every answered request was replied to: let the replier finish emitting before shutdown.
+            long deadline = System.currentTimeMillis() + 10_000;
+            while (answered.get() < ok && System.currentTimeMillis() < deadline) {
+                Thread.sleep(20);
             }
         } finally {
             requester.shutdown();
