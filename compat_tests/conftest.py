@@ -16,6 +16,13 @@ A test marked ``compat_exclude(server, client)`` is deselected for that pair (no
 pair is not a valid reference run (see the test's docstring).
 
 With ``CI=true`` a missing JDK or Maven fails the suite; elsewhere it skips with the reason.
+
+Container mode (``PYRMQ_COMPAT_DOCKER=1``; on by default under CI=true, ``PYRMQ_COMPAT_DOCKER=0``
+turns it off): the images are built first (``scripts/docker_images.py``, as ``make
+docker-images``), then every server of these fixtures runs in a pod of containers and every Java
+scenario runner in a container (compat_tests/docker_engine.py). Exceptions, run as processes
+whatever the mode: a pyrmq broker that starts class-filter FilterServers (they compile Java, and
+the pyrmq image has no JDK), and the clusters of compat_tests/cluster.py (mixed clusters, HA).
 """
 
 from __future__ import annotations
@@ -23,12 +30,14 @@ from __future__ import annotations
 import os
 import re
 import ssl
+import subprocess
+import sys
 import uuid
 from dataclasses import dataclass
 
 import pytest
 
-from compat_tests import build
+from compat_tests import build, docker_engine
 from compat_tests.javaclient import JavaClient
 from compat_tests.servers import (Apache5Server, ApacheServer, PyrmqServer, PyrmqSplitServer, Server, ServerConfig,
                                   TwoBrokerCluster, allocate_ports)
@@ -94,6 +103,36 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = keep
 
 
+# ------------------------------------------------------------------------------------- containers
+
+@pytest.fixture(scope="session", autouse=True)
+def compat_containers(tmp_path_factory):
+    """Container mode: the images built (cached by content), the test run's temp root shared with
+    every container, containers of dead sessions removed. None when the mode is off."""
+    client = docker_engine.engine() if docker_engine.enabled() else None
+    if client is None:
+        yield None
+        return
+    docker_engine.remove_orphans(client)
+    docker_engine.share(tmp_path_factory.getbasetemp())
+    _, host = docker_engine.connect()
+    proc = subprocess.run([sys.executable, str(docker_engine.REPO / "scripts" / "docker_images.py")],
+                          env={**os.environ, "DOCKER_HOST": host}, capture_output=True, text=True, timeout=1200)
+    if proc.returncode != 0:
+        pytest.fail(f"docker_images.py exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}",
+                    pytrace=False)
+    yield client
+
+
+def _pod(request: pytest.FixtureRequest, name: str) -> docker_engine.Pod | None:
+    """A pod for a server's processes in container mode (removed after the server stops)."""
+    if request.getfixturevalue("compat_containers") is None:
+        return None
+    pod = docker_engine.Pod(name)
+    request.addfinalizer(pod.close)
+    return pod
+
+
 # ------------------------------------------------------------------------------------- builds
 
 @pytest.fixture(scope="session")
@@ -134,9 +173,12 @@ def _start_server(kind: str, request: pytest.FixtureRequest, tmp_path_factory,
                   flush_disk_type: str = "ASYNC_FLUSH", broker_extra: dict[str, str] | None = None,
                   tls: dict[str, str] | None = None, probe_ssl: ssl.SSLContext | None = None,
                   plain_acl: str | None = None) -> Server:
+    # Class-filter FilterServers compile Java: the pyrmq image has no JDK, so such a broker runs locally.
+    in_pod = not (kind.startswith("pyrmq") and "filterServerNums" in (broker_extra or {}))
     config = ServerConfig(tmp_path_factory.mktemp(f"{kind}-server"), allocate_ports(),
                           flush_disk_type=flush_disk_type, broker_extra=dict(broker_extra or {}),
-                          tls=dict(tls or {}), probe_ssl=probe_ssl, plain_acl=plain_acl)
+                          tls=dict(tls or {}), probe_ssl=probe_ssl, plain_acl=plain_acl,
+                          pod=_pod(request, kind) if in_pod else None)
     if kind == "apache":
         srv: Server = ApacheServer(config, request.getfixturevalue("reference_build").classpath)
     elif kind == "apache5":
@@ -195,7 +237,8 @@ def two_broker_cluster(server_kind: str, java_toolchain, request, tmp_path_facto
     test alone (fail-over scenarios stop and start brokers). pyrmq-split runs as pyrmq here."""
     kind = "apache" if server_kind == "apache" else "pyrmq"
     classpath = request.getfixturevalue("reference_build").classpath if kind == "apache" else None
-    cluster = TwoBrokerCluster(kind, tmp_path_factory.mktemp(f"{kind}-two-brokers"), classpath)
+    cluster = TwoBrokerCluster(kind, tmp_path_factory.mktemp(f"{kind}-two-brokers"), classpath,
+                               pod=_pod(request, f"{kind}-two-brokers"))
     request.addfinalizer(cluster.close)
     cluster.start()
     return cluster

@@ -110,11 +110,14 @@ class JavaClient:
               **options: object) -> "RunningScenario":
         argv = self.argv(scenario, options, system_properties)
         out_path, err_path = self._paths(scenario)
-        if docker_engine.engine() is not None:
-            # A Docker engine is reachable: the runner runs in a JDK container (same command line).
+        if docker_engine.enabled():
+            # Container mode: the runner runs in a JDK container (same command line), beside the
+            # pods on their network, or on the host's when its NameServer is a local process.
             out_path.write_bytes(b"")
             err_path.write_bytes(b"")
-            proc = docker_engine.ContainerProcess(argv, out_path, err_path, self.workdir)
+            namesrv = str(options.get("namesrv") or "")
+            network_mode = "host" if not namesrv or namesrv.startswith(("127.", "localhost")) else docker_engine.NETWORK
+            proc = docker_engine.ContainerProcess(argv, out_path, err_path, self.workdir, network_mode=network_mode)
         else:
             with open(out_path, "wb") as out, open(err_path, "wb") as err:
                 proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL,

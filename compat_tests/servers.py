@@ -27,10 +27,16 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from compat_tests import docker_engine
 
 log = logging.getLogger(__name__)
 
 LOOPBACK = "127.0.0.1"
+# The name TLS probes check the server certificate against (tests/tls_pki.py issues it for
+# 127.0.0.1 and localhost; a server in a container answers on its pod's address).
+TLS_SERVER_NAME = "localhost"
 CLUSTER_NAME = "DefaultCluster"
 BROKER_NAME = "broker-a"
 AUTO_CREATE_TOPIC_KEY = "TBW102"
@@ -121,7 +127,7 @@ def remoting_call(addr: tuple[str, int], code: int, ext_fields: dict[str, str] |
                          "version": PROBE_CLIENT_VERSION}).encode()
     frame = struct.pack(">II", 4 + len(header) + len(body), len(header)) + header + body
     with socket.create_connection(addr, timeout=timeout) as raw:
-        s = ssl_context.wrap_socket(raw, server_hostname=addr[0]) if ssl_context is not None else raw
+        s = ssl_context.wrap_socket(raw, server_hostname=TLS_SERVER_NAME) if ssl_context is not None else raw
         s.settimeout(timeout)
         s.sendall(frame)
 
@@ -165,6 +171,13 @@ class ServerConfig:
     # ACL 1.0: the text of plain_acl.yml; when set the broker runs with aclEnable=true and reads
     # it where each server kind looks (pyrmq: beside broker.conf; Apache: $ROCKETMQ_HOME/conf).
     plain_acl: str | None = None
+    # The address the servers listen on and register: loopback, or the pod's address in the
+    # container mode (docker_engine.Pod, which then runs every process of the server).
+    pod: Any = field(default=None, compare=False, repr=False)
+
+    @property
+    def host(self) -> str:
+        return self.pod.ip if self.pod is not None else LOOPBACK
 
     @property
     def store_dir(self) -> Path:
@@ -183,8 +196,8 @@ class ServerConfig:
             "brokerId": "0",
             "listenPort": str(self.ports.listen),
             "haListenPort": str(self.ports.ha),
-            "brokerIP1": LOOPBACK,
-            "namesrvAddr": f"{LOOPBACK}:{self.ports.namesrv}",
+            "brokerIP1": self.host,
+            "namesrvAddr": f"{self.host}:{self.ports.namesrv}",
             "storePathRootDir": str(self.store_dir),
             "flushDiskType": self.flush_disk_type,
             "autoCreateTopicEnable": "true",
@@ -229,11 +242,11 @@ class Server(ABC):
     # -- addresses
     @property
     def namesrv_addr(self) -> str:
-        return f"{LOOPBACK}:{self.config.ports.namesrv}"
+        return f"{self.config.host}:{self.config.ports.namesrv}"
 
     @property
     def broker_addr(self) -> str:
-        return f"{LOOPBACK}:{self.config.ports.listen}"
+        return f"{self.config.host}:{self.config.ports.listen}"
 
     # -- lifecycle
     @abstractmethod
@@ -306,12 +319,12 @@ class Server(ABC):
                     raise RuntimeError(f"{self.kind} exited with {proc.returncode} while starting\n"
                                        f"{self.log_tail()}")
             try:
-                header, body = remoting_call((LOOPBACK, self.config.ports.namesrv), GET_ROUTEINFO_BY_TOPIC,
+                header, body = remoting_call((self.config.host, self.config.ports.namesrv), GET_ROUTEINFO_BY_TOPIC,
                                              {"topic": AUTO_CREATE_TOPIC_KEY}, ssl_context=self.config.probe_ssl)
                 if header.get("code") != 0 or f'"{self.broker_addr}"' not in body.decode("utf-8", "replace"):
                     last_error = f"route of TBW102: code {header.get('code')} body {body[:200]!r}"
                 else:
-                    remoting_call((LOOPBACK, self.config.ports.listen), GET_MAX_OFFSET,
+                    remoting_call((self.config.host, self.config.ports.listen), GET_MAX_OFFSET,
                                   {"topic": AUTO_CREATE_TOPIC_KEY, "queueId": "0"}, ssl_context=self.config.probe_ssl)
                     if self._extra_ready():
                         return
@@ -335,8 +348,8 @@ def die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def wait_listening(port: int, proc: subprocess.Popen, timeout: float = START_TIMEOUT_S) -> None:
-    """Until something accepts on the loopback port; a broker is started only after its NameServer
+def wait_listening(host: str, port: int, proc: subprocess.Popen, timeout: float = START_TIMEOUT_S) -> None:
+    """Until something accepts on the port; a broker is started only after its NameServer
     listens, as in any deployment (a broker's first registration would otherwise be lost and
     only retried at its next 30 s registration period)."""
     deadline = time.monotonic() + timeout
@@ -344,7 +357,7 @@ def wait_listening(port: int, proc: subprocess.Popen, timeout: float = START_TIM
         if proc.poll() is not None:
             return  # wait_ready reports the exit with the log
         try:
-            socket.create_connection((LOOPBACK, port), timeout=PROBE_TIMEOUT_S).close()
+            socket.create_connection((host, port), timeout=PROBE_TIMEOUT_S).close()
             return
         except OSError:
             time.sleep(0.05)
@@ -363,14 +376,20 @@ def _terminate(proc: subprocess.Popen, timeout: float) -> int:
 
 
 def spawn_logged(argv: list[str], out_path: Path, *, cwd: Path, env: dict[str, str],
-                 banner: str) -> subprocess.Popen:
+                 banner: str, pod: Any = None) -> subprocess.Popen:
     """Start a server child with stdout+stderr appended to ``out_path`` after a ``=== banner``
-    line; the child is killed when the test session dies."""
+    line; the child is killed when the test session dies. With a ``pod`` it is a container in
+    that pod (the same command line; ``env``'s changes to this process's environment)."""
     with open(out_path, "ab") as out:
         out.write(f"=== {banner}\n".encode())
         out.flush()
-        return subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
+        if pod is None:
+            return subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
+    image, entrypoint, command = docker_engine.server_image_and_command(argv)
+    changed = {k: v for k, v in env.items() if os.environ.get(k) != v}
+    return docker_engine.ContainerProcess(command, out_path, None, cwd, image=image, entrypoint=entrypoint,
+                                          network_mode=pod.network_mode, env=changed)  # type: ignore[return-value]
 
 
 def tail_of(path: Path, lines: int) -> str:
@@ -409,7 +428,7 @@ class PyrmqServer(Server):
             return
         self.proc = spawn_logged(self.command(), self.out_path, cwd=self.config.workdir,
                                  env=dict(os.environ, HOME=str(self.config.home)),
-                                 banner=f"start {self.starts}: {' '.join(self.command())}")
+                                 banner=f"start {self.starts}: {' '.join(self.command())}", pod=self.config.pod)
 
     def log_tail(self, lines: int = 40) -> str:
         return tail_of(self.out_path, lines)
@@ -427,7 +446,7 @@ class TwoProcessServer(Server):
 
     def _spawn(self, argv: list[str], out_path: Path) -> subprocess.Popen:
         return spawn_logged(argv, out_path, cwd=self.config.workdir, env=self._env(),
-                            banner=f"start {self.starts}: {' '.join(argv[-4:])}")
+                            banner=f"start {self.starts}: {' '.join(argv[-4:])}", pod=self.config.pod)
 
     def _processes(self) -> list[subprocess.Popen]:
         return [p for p in (self.namesrv, self.broker) if p is not None]
@@ -461,7 +480,7 @@ class PyrmqSplitServer(TwoProcessServer):
         if self.namesrv is None or self.namesrv.poll() is not None:
             self.namesrv = self._spawn([self.python, "-m", "pyrmq", "namesrv", "-c", str(self.namesrv_conf),
                                         "--port", str(self.config.ports.namesrv)], self.namesrv_out)
-            wait_listening(self.config.ports.namesrv, self.namesrv)
+            wait_listening(self.config.host, self.config.ports.namesrv, self.namesrv)
         if self.broker is None or self.broker.poll() is not None:
             self.broker = self._spawn([self.python, "-m", "pyrmq", "broker", "-c", str(self.conf_path),
                                        "-n", self.namesrv_addr], self.broker_out)
@@ -554,7 +573,7 @@ class ApacheServer(TwoProcessServer):
             self.namesrv = self._spawn(
                 self._jvm() + ["org.apache.rocketmq.namesrv.NamesrvStartup", "-c", str(self.namesrv_conf)],
                 self.namesrv_out)
-            wait_listening(self.config.ports.namesrv, self.namesrv)
+            wait_listening(self.config.host, self.config.ports.namesrv, self.namesrv)
         if self.broker is None or self.broker.poll() is not None:
             self.broker_boots_seen = self._boot_lines()
             self.broker = self._spawn(
@@ -601,13 +620,15 @@ class TwoBrokerCluster:
     BROKER_NAMES = ("broker-a", "broker-b")
 
     def __init__(self, kind: str, workdir: Path, classpath: str | None = None, python: str = sys.executable,
-                 broker_extra: dict[str, str] | None = None) -> None:
+                 broker_extra: dict[str, str] | None = None, pod: Any = None) -> None:
         if kind not in ("pyrmq", "apache"):
             raise ValueError(f"two-broker cluster of kind {kind!r}")
         self.kind = kind
         self.workdir = workdir
         self.classpath = classpath
         self.python = python
+        self.pod = pod   # container mode: every process in this one docker_engine.Pod
+        self.host = pod.ip if pod is not None else LOOPBACK
         first = allocate_ports()
         while True:
             second = allocate_ports()
@@ -617,7 +638,7 @@ class TwoBrokerCluster:
         self.configs: dict[str, ServerConfig] = {}
         for name, ports in zip(self.BROKER_NAMES, (first, second)):
             cfg = ServerConfig(workdir / name, Ports(namesrv=first.namesrv, listen=ports.listen),
-                               broker_extra=dict(broker_extra or {}), broker_name=name)
+                               broker_extra=dict(broker_extra or {}), broker_name=name, pod=pod)
             cfg.workdir.mkdir(parents=True, exist_ok=True)
             cfg.home.mkdir(parents=True, exist_ok=True)
             self.configs[name] = cfg
@@ -645,10 +666,10 @@ class TwoBrokerCluster:
     # -- addresses
     @property
     def namesrv_addr(self) -> str:
-        return f"{LOOPBACK}:{self.namesrv_port}"
+        return f"{self.host}:{self.namesrv_port}"
 
     def broker_addr(self, name: str) -> str:
-        return f"{LOOPBACK}:{self.configs[name].ports.listen}"
+        return f"{self.host}:{self.configs[name].ports.listen}"
 
     # -- processes
     def _jvm(self, home: Path) -> list[str]:
@@ -661,7 +682,7 @@ class TwoBrokerCluster:
 
     def _spawn(self, argv: list[str], cwd: Path, home: Path, out_path: Path) -> subprocess.Popen:
         return spawn_logged(argv, out_path, cwd=cwd, env=dict(os.environ, HOME=str(home), ROCKETMQ_HOME=str(home)),
-                            banner=f"start: {' '.join(argv[-4:])}")
+                            banner=f"start: {' '.join(argv[-4:])}", pod=self.pod)
 
     def _broker_out(self, name: str) -> Path:
         return self.configs[name].workdir / "broker.out"
@@ -681,7 +702,7 @@ class TwoBrokerCluster:
             else:
                 argv = [self.python, "-m", "pyrmq", "namesrv", "--port", str(self.namesrv_port)]
             self.namesrv = self._spawn(argv, self.workdir / "namesrv", home, self.workdir / "namesrv" / "namesrv.out")
-            wait_listening(self.namesrv_port, self.namesrv)
+            wait_listening(self.host, self.namesrv_port, self.namesrv)
         for name in self.BROKER_NAMES:
             self._launch_broker(name)
         for name in self.BROKER_NAMES:
@@ -710,12 +731,12 @@ class TwoBrokerCluster:
                 if proc is not None and proc.poll() is not None:
                     raise RuntimeError(f"{self.kind} {name} exited with {proc.returncode}\n{self.log_tail()}")
             try:
-                header, body = remoting_call((LOOPBACK, self.namesrv_port), GET_ROUTEINFO_BY_TOPIC,
+                header, body = remoting_call((self.host, self.namesrv_port), GET_ROUTEINFO_BY_TOPIC,
                                              {"topic": AUTO_CREATE_TOPIC_KEY})
                 if header.get("code") != 0 or f'"{addr}"' not in body.decode("utf-8", "replace"):
                     last_error = f"route of TBW102 lacks {addr}: code {header.get('code')}"
                 else:
-                    remoting_call((LOOPBACK, self.configs[name].ports.listen), GET_MAX_OFFSET,
+                    remoting_call((self.host, self.configs[name].ports.listen), GET_MAX_OFFSET,
                                   {"topic": AUTO_CREATE_TOPIC_KEY, "queueId": "0"})
                     if self.kind != "apache" or self._boot_lines(name) > self.boots_seen[name]:
                         return

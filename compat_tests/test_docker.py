@@ -7,12 +7,15 @@
 - ``docker-compose.yml``: its NameServer and Broker, the official Java client 4.9.8 producing and
   consuming through the published ports; the broker (SYNC_FLUSH) is killed with ``docker kill``,
   started again on its volume, and every acknowledged message is there.
+- The compat suite's container mode (CI's): the shared servers are pods of the right image on the
+  ``pyrmq-compat`` network, and the Java runner's connections come from a container beside them.
 
 Under CI=true a missing engine fails these tests (``make test`` starts a private one as root).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import subprocess
 import sys
@@ -21,9 +24,11 @@ import uuid
 
 import pytest
 
-from compat_tests.checks import assert_received_exactly
+from compat_tests import docker_engine
+from compat_tests.checks import assert_received_exactly, assert_sent_ok
 from compat_tests.cluster import client4_fixture  # noqa: F401  (the Java client 4.9.8)
 from compat_tests.docker_engine import REPO, connect, require_engine
+from pyrmq.client.sync import PullConsumer
 from tests.broker.conftest import free_port
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
@@ -147,3 +152,31 @@ def test_compose_java_client_through_published_ports_and_broker_kill(engine, ima
     finally:
         subprocess.run(["docker-compose", "-p", compose.project, "-f", str(REPO / "docker-compose.yml"),
                         "down", "-v", "--timeout", "5"], env=compose.env, capture_output=True, timeout=COMPOSE_TIMEOUT_S)
+
+
+@pytest.mark.compat_servers("pyrmq", "apache", "pyrmq-split")
+def test_container_mode_runs_servers_and_runner_in_containers(compat_containers, server, server_kind, client4,  # noqa: F811
+                                                              names):
+    if compat_containers is None:
+        pytest.skip("container mode is off: PYRMQ_COMPAT_DOCKER=1 turns it on (CI=true does by default)")
+    pod = server.config.pod
+    assert pod is not None, "a shared server ran as local processes in container mode"
+    network = docker_engine.network(compat_containers).attrs["IPAM"]["Config"][0]
+    subnet, gateway = ipaddress.ip_network(network["Subnet"]), ipaddress.ip_address(network["Gateway"])
+    assert ipaddress.ip_address(pod.ip) in subnet and server.broker_addr == f"{pod.ip}:{server.config.ports.listen}"
+    broker = server._broker_process().container
+    broker.reload()
+    image = "pyrmq:latest" if server_kind.startswith("pyrmq") else "pyrmq-jdk:latest"
+    assert image in broker.image.tags and broker.attrs["HostConfig"]["NetworkMode"] == pod.network_mode
+    assert broker.status == "running"
+
+    run = client4.run("produce", namesrv=server.namesrv_addr, topic=names.topic, mode="sync", count=4,
+                      create_topic=1)
+    assert_sent_ok(run.sent, 4, server)   # offsetMsgId: the pod's address, as the broker registered it
+    with PullConsumer(server.namesrv_addr, names.group, timeout=10) as consumer:
+        [mq] = consumer.fetch_queues(names.topic)
+        pulled = consumer.pull(mq, 0).messages
+    assert [m.body.decode() for m in pulled] == [e["body"] for e in run.sent]
+    # A client on the host would reach the pod from the bridge's gateway address.
+    born = {ipaddress.ip_address(m.born_host[0]) for m in pulled}
+    assert len(born) == 1 and born <= set(subnet.hosts()) - {gateway, ipaddress.ip_address(pod.ip)}, born

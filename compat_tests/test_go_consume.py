@@ -16,7 +16,7 @@ import pytest
 
 from compat_tests import goclient
 from compat_tests.checks import assert_dense_queues, assert_received_exactly, assert_sent_ok, assert_two_consumers_split
-from compat_tests.servers import LOOPBACK, remoting_call
+from compat_tests.servers import remoting_call
 
 pytestmark = pytest.mark.compat
 
@@ -103,7 +103,7 @@ def _committed_offsets(server, group, topic, queues=4):
     """QUERY_CONSUMER_OFFSET per queue, straight to the broker; None where nothing is committed."""
     out = {}
     for q in range(queues):
-        header, _ = remoting_call((LOOPBACK, server.config.ports.listen), QUERY_CONSUMER_OFFSET,
+        header, _ = remoting_call((server.config.host, server.config.ports.listen), QUERY_CONSUMER_OFFSET,
                                   {"consumerGroup": group, "topic": topic, "queueId": str(q)})
         out[q] = int(header["extFields"]["offset"]) if header["code"] == 0 else None
     return out

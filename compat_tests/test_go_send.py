@@ -18,7 +18,7 @@ import pytest
 from compat_tests import goclient
 from compat_tests.checks import (assert_dense_queues, assert_received_exactly, assert_sent_ok,
                                  decode_offset_msg_id, queue_order)
-from compat_tests.servers import GET_ROUTEINFO_BY_TOPIC, LOOPBACK, remoting_call
+from compat_tests.servers import GET_ROUTEINFO_BY_TOPIC, remoting_call
 
 pytestmark = pytest.mark.compat
 
@@ -147,6 +147,6 @@ def test_go_admin_create_and_delete_topic(server, go_client, names):
     go_client.run("admin-delete-topic", namesrv=server.namesrv_addr, topic=names.topic, broker=server.broker_addr)
     after = go_client.run("route", namesrv=server.namesrv_addr, topic=names.topic)
     assert after.summary["found"] is False, after.describe()
-    header, _ = remoting_call((LOOPBACK, server.config.ports.namesrv), GET_ROUTEINFO_BY_TOPIC,
+    header, _ = remoting_call((server.config.host, server.config.ports.namesrv), GET_ROUTEINFO_BY_TOPIC,
                               {"topic": names.topic})
     assert header["code"] == TOPIC_NOT_EXIST, header

@@ -16,7 +16,7 @@ from collections import defaultdict
 import pytest
 
 from compat_tests.checks import assert_received_exactly, assert_sent_ok, decode_offset_msg_id
-from compat_tests.servers import LOOPBACK, remoting_call
+from compat_tests.servers import remoting_call
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
 
@@ -50,7 +50,7 @@ def cleaning_server(module_server_factory):
 
 
 def _min_offsets(server, topic: str) -> dict[int, int]:
-    addr = (LOOPBACK, server.config.ports.listen)
+    addr = (server.config.host, server.config.ports.listen)
     out = {}
     for q in range(QUEUES):
         header, _ = remoting_call(addr, GET_MIN_OFFSET, {"topic": topic, "queueId": str(q)})
@@ -60,7 +60,7 @@ def _min_offsets(server, topic: str) -> dict[int, int]:
 
 
 def _pull_raw(server, topic: str, group: str, queue_id: int, offset: int) -> dict:
-    header, _ = remoting_call((LOOPBACK, server.config.ports.listen), PULL_MESSAGE, {
+    header, _ = remoting_call((server.config.host, server.config.ports.listen), PULL_MESSAGE, {
         "consumerGroup": group, "topic": topic, "queueId": str(queue_id), "queueOffset": str(offset),
         "maxMsgNums": "32", "sysFlag": str(FLAG_SUBSCRIPTION), "commitOffset": "0",
         "suspendTimeoutMillis": "0", "subscription": "*", "subVersion": "0", "expressionType": "TAG"},

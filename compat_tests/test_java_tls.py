@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from compat_tests.checks import assert_received_exactly, assert_sent_ok
-from compat_tests.servers import LOOPBACK
+from compat_tests.servers import TLS_SERVER_NAME
 from tests.tls_pki import Pki, make_pki
 
 pytestmark = [pytest.mark.compat,
@@ -90,11 +90,11 @@ def _route_request() -> bytes:
     return struct.pack(">II", 4 + len(header), len(header)) + header
 
 
-def _answered(port: int, ctx: ssl.SSLContext | None) -> bool:
+def _answered(host: str, port: int, ctx: ssl.SSLContext | None) -> bool:
     """Whether a GET_ROUTEINFO_BY_TOPIC gets any answer (False: closed, reset or refused)."""
     try:
-        with socket.create_connection((LOOPBACK, port), timeout=5) as raw:
-            sock = ctx.wrap_socket(raw, server_hostname=LOOPBACK) if ctx is not None else raw
+        with socket.create_connection((host, port), timeout=5) as raw:
+            sock = ctx.wrap_socket(raw, server_hostname=TLS_SERVER_NAME) if ctx is not None else raw
             sock.sendall(_route_request())
             return len(sock.recv(4)) == 4
     except OSError:    # a reset, or the TLS alert of a refused client certificate
@@ -129,11 +129,11 @@ def test_enforcing_server_with_client_certificates(enforcing_server, server_kind
     _produce_and_consume(java_client, enforcing_server, names.topic, names.group, tmp_path / "client-logs", client_tls)
     assert _tls_connections_in_log(tmp_path / "client-logs") >= 2
 
-    ports = enforcing_server.config.ports
+    host, ports = enforcing_server.config.host, enforcing_server.config.ports
     for port in (ports.namesrv, ports.listen):
-        assert _answered(port, _python_tls(pki, with_client_cert=True))
-        assert not _answered(port, None), f"plain request answered on {port}"
-        assert not _answered(port, _python_tls(pki, with_client_cert=False)), \
+        assert _answered(host, port, _python_tls(pki, with_client_cert=True))
+        assert not _answered(host, port, None), f"plain request answered on {port}"
+        assert not _answered(host, port, _python_tls(pki, with_client_cert=False)), \
             f"TLS without a client certificate answered on {port}"
     wanted = REFUSAL_LINES[server_kind]
     deadline = time.monotonic() + 10      # Apache's log appender may lag a moment

@@ -14,6 +14,7 @@ record head, a body failing its CRC, a torn tail), and ``rocketmq_commitlog``,
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import os
 import shutil
 import time
@@ -25,6 +26,7 @@ import lz4.frame
 import pytest
 import zstandard
 
+from compat_tests import docker_engine
 from compat_tests.cluster import client4_fixture  # noqa: F401  (the Java client 4.9.8)
 from pyrmq.client.model import Message
 from pyrmq.client.sync import PullConsumer
@@ -75,6 +77,7 @@ class ApacheMixedStore:
     root: str             # the store as the stopped broker left it
     damaged: str          # a copy of it, damaged
     broker_addr: str
+    clients: ipaddress.IPv4Network   # where the Java client connects from (loopback, or the pods' network)
     sent: list[Stored]    # every message the client sent, in commit log order
     head_victim: Stored   # its head overwritten in the copy
     crc_victim: Stored    # a body byte flipped in the copy
@@ -159,7 +162,8 @@ def apache_mixed(module_server_factory, client4, tmp_path_factory) -> ApacheMixe
     damaged = str(tmp_path_factory.mktemp("apache-damaged") / "store")
     _copy_store(store, damaged)
     damage_store(damaged, head_victim.phy_offset, crc_victim.phy_offset, SEGMENT_BYTES)
-    return ApacheMixedStore(store, damaged, server.broker_addr, sent, head_victim, crc_victim, schedule, delivered)
+    clients = docker_engine.subnet() if server.config.pod is not None else ipaddress.ip_network("127.0.0.0/8")
+    return ApacheMixedStore(store, damaged, server.broker_addr, clients, sent, head_victim, crc_victim, schedule, delivered)
 
 
 def _rows(df) -> list[dict]:
@@ -195,7 +199,8 @@ def test_commitlog_rows_are_the_messages_sent(spark, apache_mixed, tmp_path):  #
         assert _body_sha(r) == s.sha256, s   # inflated where the client compressed it
         assert r["sys_flag"] & FLAG_BITS == (CODECS[s.codec][0] if s.codec else 0), (hex(r["sys_flag"]), s)
         assert r["properties"]["UNIQ_KEY"] == s.uniq_key and r["properties"].get("seq") == s.seq, s
-        assert r["store_host"] == m.broker_addr and r["born_host"].startswith("127.0.0.1:"), s
+        assert r["store_host"] == m.broker_addr, s
+        assert ipaddress.ip_address(r["born_host"].rsplit(":", 1)[0]) in m.clients, s
         assert r["reconsume_times"] == 0 and r["flag"] == 0, s
     assert {len(good[s.phy_offset]["body"]) for s in m.sent if s.codec} == {10_000}
     assert {len(good[s.phy_offset]["body"]) for s in m.sent if s.topic == "SA_Big"} == {MAX_BODY}

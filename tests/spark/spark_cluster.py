@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from compat_tests.servers import spawn_logged, tail_of, wait_listening
+from compat_tests.servers import LOOPBACK, spawn_logged, tail_of, wait_listening
 from tests.broker.conftest import free_port
 
 SUBMIT_TIMEOUT_S = 300
@@ -64,7 +64,7 @@ class StandaloneCluster:
         try:
             master = self._spawn("master.Master", ["--host", "127.0.0.1", "--port", str(self.port),
                                                    "--webui-port", str(free_port())], self.master_log)
-            wait_listening(self.port, master, START_TIMEOUT_S)
+            wait_listening(LOOPBACK, self.port, master, START_TIMEOUT_S)
             self._spawn("worker.Worker", ["--host", "127.0.0.1", "--webui-port", str(free_port()),
                                           "--cores", "1", "--memory", "1g",
                                           "--work-dir", str(self.workdir / "work"), self.master_url], self.worker_log)
