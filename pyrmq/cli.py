@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import logging.handlers
 import os
 import signal
 import sys
@@ -27,13 +28,37 @@ from pyrmq.namesrv.controller import NamesrvConfig, NamesrvController
 from pyrmq.namesrv.write_guard import parse_allow_list
 from pyrmq.remoting.channel import ChannelClosedError, RemotingTimeoutError
 from pyrmq.remoting.tls_config import TlsConfigError
+from pyrmq.store.model import StoreError
 
 log = logging.getLogger("pyrmq")
 
 
-def _configure_logging(level: str) -> None:
-    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+# --log-file rotates at this size, keeping this many old files (FILE.1 ... FILE.N), as Apache's logback.
+LOG_FILE_BYTES = 128 * 1024 * 1024
+LOG_FILE_BACKUPS = 10
+
+
+def _configure_logging(level: str, log_file: str | None = None) -> None:
+    handler: logging.Handler
+    if log_file:
+        # Opened lazily: the directory may be created by the broker's own start (a home volume).
+        handler = logging.handlers.RotatingFileHandler(log_file, maxBytes=LOG_FILE_BYTES,
+                                                       backupCount=LOG_FILE_BACKUPS, encoding="utf-8")
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    logging.basicConfig(level=getattr(logging, level.upper()), handlers=[handler])
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pyrmq")
+    except PackageNotFoundError:   # run from a checkout that was never installed
+        return "unknown (not installed)"
 
 
 async def _wait_for_signal(on_signal) -> None:
@@ -135,7 +160,14 @@ def _health(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pyrmq", description="RocketMQ-compatible NameServer and Broker")
-    parser.add_argument("--log-level", default=os.environ.get("PYRMQ_LOG_LEVEL", "INFO"))
+    parser.add_argument("--version", action="version", version=f"pyrmq {_version()} (RocketMQ remoting protocol, "
+                                                                  "store format of Apache RocketMQ 4.9.x)")
+    parser.add_argument("--log-level", type=str.upper, choices=LOG_LEVELS,
+                        default=os.environ.get("PYRMQ_LOG_LEVEL", "INFO").upper(),
+                        help="DEBUG, INFO (default, or $PYRMQ_LOG_LEVEL), WARNING or ERROR")
+    parser.add_argument("--log-file", metavar="FILE",
+                        help=f"log to FILE instead of stderr, rotated at {LOG_FILE_BYTES >> 20} MiB keeping "
+                             f"{LOG_FILE_BACKUPS} old files (FILE.1 ...)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p_ns = sub.add_parser("namesrv", help="run a NameServer")
@@ -176,9 +208,15 @@ def main(argv: list[str] | None = None) -> int:
     cli_filtersrv.add_parser(sub)
 
     args = parser.parse_args(argv)
+    if args.log_level not in LOG_LEVELS:   # a bad $PYRMQ_LOG_LEVEL (argparse checks only the flag)
+        parser.error(f"--log-level / PYRMQ_LOG_LEVEL: {args.log_level!r} is not one of {', '.join(LOG_LEVELS)}")
     if args.command == "health":
         return _health(args)
-    _configure_logging(args.log_level)
+    try:
+        _configure_logging(args.log_level, args.log_file)
+    except OSError as exc:
+        print(f"pyrmq: cannot open the log file {args.log_file}: {exc.strerror}", file=sys.stderr)
+        return 2
     if args.command == "filtersrv":
         try:
             return cli_filtersrv.run(args)
@@ -222,16 +260,18 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, TlsConfigError) as exc:
         print(f"pyrmq: {exc}", file=sys.stderr)
         return 2
-    except (OSError, ExceptionGroup) as exc:
+    except (OSError, StoreError, ExceptionGroup) as exc:
         return _os_errors_exit(exc)
     except KeyboardInterrupt:
         return 0
 
 
 def _os_errors_exit(exc: BaseException) -> int:
-    """Exit status 1 with a log line each when only OS errors (a port in use ...) stopped the run."""
+    """Exit status 1 with a log line each when only OS errors (a port in use ...) or an unusable
+    store (locked by another broker ...) stopped the run; anything else is a bug and keeps its
+    traceback."""
     errors = _leaf_errors(exc)
-    if errors and all(isinstance(e, OSError) for e in errors):
+    if errors and all(isinstance(e, (OSError, StoreError)) for e in errors):
         for error in errors:
             log.error("cannot run: %s", error)
         return 1

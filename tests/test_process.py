@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -169,3 +170,70 @@ async def test_health_answers_for_a_running_server_and_o_overrides_the_conf(tmp_
 def test_o_wants_key_equals_value(tmp_path):
     result = _pyrmq("broker", "-o", "listenPort")
     assert result.returncode == 2 and "-o wants KEY=VALUE, got 'listenPort'" in result.stderr
+
+
+def test_version():
+    from importlib.metadata import version
+
+    result = _pyrmq("--version")
+    assert result.returncode == 0 and result.stdout.startswith(f"pyrmq {version('pyrmq')} "), result
+
+
+def test_log_level_is_checked_whether_flag_or_environment():
+    flag = _pyrmq("--log-level", "verbose", "broker")
+    assert flag.returncode == 2 and "invalid choice: 'VERBOSE'" in flag.stderr
+    env = subprocess.run([sys.executable, "-m", "pyrmq", "broker"], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYRMQ_LOG_LEVEL": "loud"})
+    assert env.returncode == 2 and "'LOUD' is not one of DEBUG, INFO, WARNING, ERROR" in env.stderr
+
+
+async def test_a_second_server_on_taken_ports_or_a_locked_store_is_one_clear_line(standalone, tmp_path):
+    """What a newcomer meets first: the error names the role and the port, or the store and its lock;
+    no traceback."""
+    first = standalone()
+    first.start()
+    async with RemotingClient() as client:
+        await first.wait_ready(client)
+    # the same broker.conf again: its NameServer port is the first thing taken
+    same = await trio.to_thread.run_sync(_pyrmq, "standalone", "-c", str(first.conf),
+                                         "--namesrv-port", str(first.namesrv_port))
+    assert same.returncode == 1 and "Traceback" not in same.stderr, same.stderr
+    assert (f"cannot run: namesrv: port {first.namesrv_port} on 127.0.0.1 is already in use "
+            "(another NameServer or broker? change its port or stop it)") in same.stderr
+    # a free NameServer port and another store, the broker's port taken
+    broker = await trio.to_thread.run_sync(_pyrmq, "standalone", "-c", str(first.conf),
+                                           "--namesrv-port", str(free_port()),
+                                           "-o", f"storePathRootDir={tmp_path / 'other-store'}")
+    assert broker.returncode == 1 and "Traceback" not in broker.stderr, broker.stderr
+    taken = {f"HA service (haListenPort): port {first.listen_port + 1}", f"broker: port {first.listen_port}",
+             f"broker-fast: port {first.listen_port - 2}"}
+    [line] = [ln for ln in broker.stderr.splitlines() if "ERROR" in ln]
+    assert any(f"cannot run: {role} on 127.0.0.1 is already in use" in line for role in taken), line
+    # free ports, the same store: the lock refuses it, in one line
+    locked = await trio.to_thread.run_sync(_pyrmq, "standalone", "-c", str(first.conf), "--namesrv-port",
+                                           str(free_port()), "-o", f"listenPort={free_port()}")
+    assert locked.returncode == 1 and "Traceback" not in locked.stderr, locked.stderr
+    [line] = [ln for ln in locked.stderr.splitlines() if "ERROR" in ln]
+    assert line.endswith(f"cannot run: Lock failed, MQ already started: another broker holds the store "
+                         f"{first.store} (its lock file {first.store / 'lock'})"), line
+    assert first.stop() == 0
+
+
+async def test_log_file_takes_the_log(tmp_path):
+    server = Standalone(tmp_path)
+    log_file = tmp_path / "logs" / "pyrmq.log"
+    log_file.parent.mkdir()
+    server.proc = subprocess.Popen(
+        [sys.executable, "-m", "pyrmq", "--log-file", str(log_file), "--log-level", "info", "standalone",
+         "-c", str(server.conf), "--namesrv-port", str(server.namesrv_port)],
+        stdout=open(server.log, "ab"), stderr=subprocess.STDOUT)
+    try:
+        async with RemotingClient() as client:
+            await server.wait_ready(client)
+    finally:
+        assert server.stop() == 0
+    text = log_file.read_text()
+    assert f"broker listening on 127.0.0.1:{server.listen_port}" in text and "broker stopped" in text
+    assert server.log.read_text() == ""   # nothing on stderr
+    missing = _pyrmq("--log-file", str(tmp_path / "no" / "such" / "dir.log"), "broker")
+    assert missing.returncode == 2 and "pyrmq: cannot open the log file" in missing.stderr

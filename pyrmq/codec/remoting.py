@@ -388,6 +388,25 @@ class _NeedData:
 NEED_DATA: Final = _NeedData()
 
 
+# What other protocols send first, read as a remoting frame length, is far beyond any frame limit.
+_TLS_RECORD_HANDSHAKE = 0x16
+_HTTP_METHODS = (b"GET ", b"POST", b"PUT ", b"HEAD", b"DELE", b"OPTI", b"PATC")
+
+
+def foreign_protocol(head: bytes) -> str | None:
+    """What a connection that starts with ``head`` (4 bytes) speaks instead of remoting, said so a
+    user can act on it; None when it is not recognised."""
+    if head[:1] == bytes([_TLS_RECORD_HANDSHAKE]) and head[1:2] == b"\x03":
+        return ("TLS client on a plain remoting port (tls.server.mode=disabled): enable TLS on the server "
+                "(permissive or enforcing) or turn it off in the client")
+    if head == b"PRI ":
+        return ("HTTP/2 (gRPC) client on a remoting port: use a remoting client; the 5.x proxy's gRPC "
+                "protocol is not supported")
+    if head in _HTTP_METHODS:
+        return "HTTP client on a remoting port: it speaks RocketMQ's remoting protocol, not HTTP"
+    return None
+
+
 @dataclass
 class FrameDecoder:
     """Incremental frame decoder: bytes in, ``RemotingCommand`` out (or ``NEED_DATA``).
@@ -416,10 +435,10 @@ class FrameDecoder:
         available = len(buf) - pos
         if available < _PREFIX_SIZE:
             if available >= 4:
-                self._check_length(_INT32.unpack_from(buf, pos)[0])
+                self._check_length(_INT32.unpack_from(buf, pos)[0], buf, pos)
             return NEED_DATA
         length, header_word = _PREFIX.unpack_from(buf, pos)
-        self._check_length(length)
+        self._check_length(length, buf, pos)
         serialize_code = header_word >> 24
         header_len = header_word & 0x00FFFFFF
         if header_len > length - 4:
@@ -454,8 +473,11 @@ class FrameDecoder:
                 return
             yield cmd
 
-    def _check_length(self, length: int) -> None:
+    def _check_length(self, length: int, buf: bytearray, pos: int) -> None:
         if length + 4 > self.max_frame_bytes:
+            foreign = foreign_protocol(bytes(buf[pos:pos + 4]))
+            if foreign is not None:
+                raise ProtocolError(foreign)
             raise ProtocolError(f"frame of {length + 4} bytes exceeds the limit of {self.max_frame_bytes}")
         if length < 4:
             raise ProtocolError(f"frame length {length} is shorter than the header-length word")

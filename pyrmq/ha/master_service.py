@@ -24,7 +24,7 @@ from pyrmq.codec.message import RecordInfo
 from pyrmq.common.offset_waiters import OffsetWaiters
 from pyrmq.ha.config import HAConfig
 from pyrmq.ha.protocol import MasterSession
-from pyrmq.remoting.transport import PeerStream, TCPListener, accept_loop
+from pyrmq.remoting.transport import PeerStream, accept_loop, open_tcp_listeners
 from pyrmq.store.message_store import DefaultMessageStore
 
 log = logging.getLogger(__name__)
@@ -94,8 +94,8 @@ class HAService:
     # --- serving ---------------------------------------------------------------------------------
 
     async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
-        listeners = [TCPListener(listener) for listener in
-                     await trio.open_tcp_listeners(self.config.listen_port, host=self.config.listen_address)]
+        listeners = await open_tcp_listeners(self.config.listen_port, host=self.config.listen_address,
+                                             role="HA service (haListenPort)")
         self.port = listeners[0].port
         log.info("HA service listening on %s:%d", self.config.listen_address, self.port)
         try:

@@ -53,7 +53,7 @@ class RemotingServer:
         self._accept_scope = trio.CancelScope()
 
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        tcp_listeners = await open_tcp_listeners(self.port, host=self.host)
+        tcp_listeners = await open_tcp_listeners(self.port, host=self.host, role=self.name)
         self.port = tcp_listeners[0].port
         listeners: list[Listener] = list(tcp_listeners)
         if self.wrap_listener is not None:

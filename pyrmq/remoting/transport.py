@@ -122,9 +122,26 @@ class TCPListener(trio.abc.Listener[PeerStream]):
         await self.listener.aclose()
 
 
-async def open_tcp_listeners(port: int, host: str | None = None) -> list[TCPListener]:
+class PortInUseError(OSError):
+    """A server's port is taken: the message names the role and the port, the one line a user sees."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(errno.EADDRINUSE, message)
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+async def open_tcp_listeners(port: int, host: str | None = None, role: str = "server") -> list[TCPListener]:
     """One listener per address ``host`` resolves to (both stacks for a wildcard), as trio's."""
-    return [TCPListener(listener) for listener in await trio.open_tcp_listeners(port, host=host)]
+    try:
+        listeners = await trio.open_tcp_listeners(port, host=host)
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        raise PortInUseError(f"{role}: port {port} on {host or '0.0.0.0'} is already in use "
+                                        "(another NameServer or broker? change its port or stop it)") from None
+    return [TCPListener(listener) for listener in listeners]
 
 
 async def open_tcp_peer_stream(host: str, port: int, remote_addr: str | None = None) -> SocketPeerStream:

@@ -67,7 +67,8 @@ class StoreLock:
                 _lock_first_byte(fd)
             except OSError as e:
                 os.close(fd)
-                raise StoreError(f"Lock failed, MQ already started ({self.root}): {e}") from e
+                raise StoreError(f"Lock failed, MQ already started: another broker holds the store {self.root} "
+                                 f"(its lock file {self.lock_path})") from e
             os.pwrite(fd, b"lock", 0)
             _LOCKED_ROOTS.add(self.root)
         self._fd = fd

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import struct
 
 import pytest
@@ -194,3 +195,23 @@ def test_oversized_frame_rejected_before_its_bytes_arrive():
 
 def test_json_language_as_number():
     assert decode_json_header(b'{"code":1,"language":9,"opaque":1,"flag":0,"version":1}').language == "GO"
+
+
+@pytest.mark.parametrize(("preface", "said"), [
+    (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", "TLS client on a plain remoting port (tls.server.mode=disabled)"),
+    (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "HTTP/2 (gRPC) client on a remoting port: use a remoting client; "
+                                                "the 5.x proxy's gRPC protocol is not supported"),
+    (b"GET /metrics HTTP/1.1\r\n", "HTTP client on a remoting port"),
+])
+def test_other_protocols_are_named_not_taken_for_huge_frames(preface, said):
+    decoder = FrameDecoder()
+    decoder.receive_data(preface[:4])   # the first four bytes are enough to tell
+    with pytest.raises(ProtocolError, match=re.escape(said)):
+        decoder.next_frame()
+
+
+def test_an_unknown_huge_length_is_still_the_frame_limit():
+    decoder = FrameDecoder()
+    decoder.receive_data(b"\x7f\x00\x00\x00\x00\x00\x00\x00")
+    with pytest.raises(ProtocolError, match="exceeds the limit of"):
+        decoder.next_frame()

@@ -176,9 +176,11 @@ async def test_disabled_serves_plain_and_closes_a_tls_handshake(nursery, pki, ca
     assert await trio.to_thread.run_sync(_call, port, None, 1) == "1 tls=False"
     with pytest.raises(OSError):
         await trio.to_thread.run_sync(_call, port, _client_context(pki), 2)
-    # The frame decoder sees a length whose top byte is 0x16: far past the frame limit.
-    assert any("closing connection from" in r.getMessage() and r.name == "pyrmq.remoting.channel"
-               for r in caplog.records)
+    # The frame decoder sees a length whose top byte is 0x16 (far past the frame limit) and says why.
+    [line] = [r.getMessage() for r in caplog.records
+              if "closing connection from" in r.getMessage() and r.name == "pyrmq.remoting.channel"]
+    assert line.endswith(": TLS client on a plain remoting port (tls.server.mode=disabled): enable TLS on the "
+                         "server (permissive or enforcing) or turn it off in the client"), line
 
 
 async def test_required_client_certificate(nursery, pki, caplog):
