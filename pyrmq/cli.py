@@ -258,7 +258,8 @@ def main(argv: list[str] | None = None) -> int:
         trio.run(_run_broker, broker, namesrv)
         return 0
     except (ConfigError, TlsConfigError) as exc:
-        print(f"pyrmq: {exc}", file=sys.stderr)
+        for line in str(exc).splitlines():   # every bad value, one line each
+            print(f"pyrmq: {line}", file=sys.stderr)
         return 2
     except (OSError, StoreError, ExceptionGroup) as exc:
         return _os_errors_exit(exc)

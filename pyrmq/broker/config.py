@@ -202,9 +202,14 @@ def convert_value(key: str, raw: str, typ: Any) -> Any:
         if typ is float:
             return float(raw)
         if isinstance(typ, type) and issubclass(typ, enum.Enum):
-            return typ[raw.upper()]
+            # Case-sensitive, as Apache's Enum.valueOf. Apache then silently keeps the default
+            # (a "sync_flush" broker flushes asynchronously); pyrmq refuses to start instead.
+            if raw not in typ.__members__:
+                case = " (names are case-sensitive)" if raw.upper() in typ.__members__ else ""
+                raise ValueError(f"not a {typ.__name__}{case}")
+            return typ[raw]
         return raw
-    except (ValueError, KeyError) as exc:
+    except ValueError as exc:
         choices = f" (one of {', '.join(m.name for m in typ)})" if isinstance(typ, type) and issubclass(typ, enum.Enum) else ""
         raise ConfigError(f"broker.conf: bad value {raw!r} for {key}{choices}: {exc}") from None
 
@@ -251,15 +256,21 @@ def build_config(properties: dict[str, str]) -> LoadedConfig:
     store_types = field_types(MessageStoreConfig)
     broker_kwargs: dict[str, Any] = {}
     store_kwargs: dict[str, Any] = {}
+    bad: list[str] = []   # every bad value is reported at once, not the first one only
     for key, raw in properties.items():
         name = snake_name(key)
-        if name in broker_fields:
-            broker_kwargs[name] = convert_value(key, raw, broker_types[name])
-        elif name in store_fields:
-            typ = store_types[name]
-            if typ == (str | None):
-                typ = str
-            store_kwargs[name] = convert_value(key, raw, typ)
+        try:
+            if name in broker_fields:
+                broker_kwargs[name] = convert_value(key, raw, broker_types[name])
+            elif name in store_fields:
+                typ = store_types[name]
+                if typ == (str | None):
+                    typ = str
+                store_kwargs[name] = convert_value(key, raw, typ)
+        except ConfigError as exc:
+            bad.append(str(exc))
+        if name in broker_fields or name in store_fields:
+            continue
         elif is_tls_key(key):
             continue
         elif key in _STORE_KEYS_WITHOUT_EFFECT:
@@ -274,55 +285,66 @@ def build_config(properties: dict[str, str]) -> LoadedConfig:
             store_kwargs[name] = os.path.abspath(os.path.expanduser(store_kwargs[name]))
     broker = BrokerConfig(**broker_kwargs)
     store = MessageStoreConfig(**store_kwargs)
-    validate_config(broker, store)
+    validate_config(broker, store, bad)
     try:
         tls = tls_config_from_properties(properties, "broker.conf")
     except TlsConfigError as exc:
-        raise ConfigError(f"broker.conf: {exc}") from None
+        bad.append(f"broker.conf: {exc}")
+    if bad:
+        raise ConfigError("\n".join(bad))
     return LoadedConfig(broker, store, tls)
 
 
-def validate_config(broker: BrokerConfig, store: MessageStoreConfig) -> None:
+def validate_config(broker: BrokerConfig, store: MessageStoreConfig, bad: list[str] | None = None) -> None:
+    """Raises one ConfigError naming every bad value (one line each); with ``bad`` given, adds
+    to it instead (build_config collects the conversion errors first)."""
+    problems = bad if bad is not None else []
+    _check_config(broker, store, problems)
+    if bad is None and problems:
+        raise ConfigError("\n".join(problems))
+
+
+def _check_config(broker: BrokerConfig, store: MessageStoreConfig, bad: list[str]) -> None:
     for key, port in (("listenPort", broker.listen_port), ("haListenPort", broker.ha_listen_port)):
         if not 0 <= port <= 65535:
-            raise ConfigError(f"broker.conf: {key}={port} is not a TCP port")
+            bad.append(f"broker.conf: {key}={port} is not a TCP port")
     if broker.fast_port_enable and broker.listen_port and broker.listen_port < 3:
-        raise ConfigError("broker.conf: listenPort must be >= 3 while fastPortEnable (listenPort - 2) is on")
+        bad.append("broker.conf: listenPort must be >= 3 while fastPortEnable (listenPort - 2) is on")
     if store.mapped_file_size_consume_queue % 20:
-        raise ConfigError("broker.conf: mappedFileSizeConsumeQueue must be a multiple of 20")
+        bad.append("broker.conf: mappedFileSizeConsumeQueue must be a multiple of 20")
     if store.mapped_file_size_commit_log < 4096:
-        raise ConfigError("broker.conf: mappedFileSizeCommitLog must be at least 4096")
+        bad.append("broker.conf: mappedFileSizeCommitLog must be at least 4096")
     for key in ("timerPrecisionMs", "timerMaxDelaySec", "timerFlushIntervalMs", "mappedFileSizeTimerLog"):
         if getattr(store, snake_name(key)) <= 0:
-            raise ConfigError(f"broker.conf: {key} must be positive")
+            bad.append(f"broker.conf: {key} must be positive")
     hours = [h.strip() for h in store.delete_when.split(";")]
     if not all(h.isdigit() and int(h) < 24 for h in hours):
-        raise ConfigError(f"broker.conf: deleteWhen={store.delete_when!r} must be hours of the day (0-23) "
-                          "separated by ';'")
+        bad.append(f"broker.conf: deleteWhen={store.delete_when!r} must be hours of the day (0-23) "
+                   "separated by ';'")
     if broker.broker_role is BrokerRole.SLAVE:
         if broker.broker_id <= 0:   # Apache's BrokerStartup exits with the same words
-            raise ConfigError("broker.conf: Slave's brokerId must be > 0")
+            bad.append("broker.conf: Slave's brokerId must be > 0")
     elif broker.broker_id != 0:     # Apache sets a master's brokerId to 0 whatever the file says
         log.warning("broker.conf: brokerId=%d ignored, a master's brokerId is 0", broker.broker_id)
         broker.broker_id = 0
     for key in ("haSendHeartbeatInterval", "haHousekeepingInterval", "haTransferBatchSize", "haSlaveFallbehindMax",
                 "slaveTimeout"):
         if getattr(broker, snake_name(key)) <= 0:
-            raise ConfigError(f"broker.conf: {key} must be positive")
+            bad.append(f"broker.conf: {key} must be positive")
     if not 1 <= broker.max_error_rate_of_bloom_filter < 100:
-        raise ConfigError("broker.conf: maxErrorRateOfBloomFilter must be at least 1 and less than 100 (percent)")
+        bad.append("broker.conf: maxErrorRateOfBloomFilter must be at least 1 and less than 100 (percent)")
     if broker.expect_consumer_num_use_filter < 1:
-        raise ConfigError("broker.conf: expectConsumerNumUseFilter must be positive")
+        bad.append("broker.conf: expectConsumerNumUseFilter must be positive")
     if broker.ha_transfer_batch_size > MAX_TRANSFER_BODY:
-        raise ConfigError(f"broker.conf: haTransferBatchSize is at most {MAX_TRANSFER_BODY} (a slave's receive buffer)")
+        bad.append(f"broker.conf: haTransferBatchSize is at most {MAX_TRANSFER_BODY} (a slave's receive buffer)")
     try:
         parse_delay_levels(broker.message_delay_level)
     except ValueError as exc:
-        raise ConfigError(f"broker.conf: {exc}") from None
+        bad.append(f"broker.conf: {exc}")
     if broker.acl_file_watch_interval_ms <= 0:
-        raise ConfigError("broker.conf: aclFileWatchIntervalMs must be positive")
+        bad.append("broker.conf: aclFileWatchIntervalMs must be positive")
     if not re.fullmatch(r"[%|a-zA-Z0-9_-]+", broker.broker_name):
-        raise ConfigError(f"broker.conf: brokerName {broker.broker_name!r} has characters outside [%|a-zA-Z0-9_-]")
+        bad.append(f"broker.conf: brokerName {broker.broker_name!r} has characters outside [%|a-zA-Z0-9_-]")
 
 
 def load_config_file(path: str | None, overrides: dict[str, str] | None = None) -> LoadedConfig:

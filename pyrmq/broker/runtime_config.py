@@ -86,7 +86,7 @@ def plan_update(loaded: LoadedConfig, properties: dict[str, str]) -> tuple[dict[
         validate_config(dataclasses.replace(loaded.broker, **changes[0]),
                         dataclasses.replace(loaded.store, **changes[1]))
     except ConfigError as exc:
-        raise UpdateRefused(ResponseCode.SYSTEM_ERROR, str(exc).removeprefix("broker.conf: ")) from None
+        raise UpdateRefused(ResponseCode.SYSTEM_ERROR, str(exc).replace("broker.conf: ", "")) from None
     return changes
 
 
