@@ -46,6 +46,7 @@ from pyrmq.broker.admin_processor import TRANSACTION_PENDING_KEY
 from pyrmq.broker.end_transaction import EndTransactionProcessor
 from pyrmq.codec import fastjson
 from pyrmq.broker.transaction_check import TransactionCheckService
+from pyrmq.broker.usage_admin_processor import register_usage_admin_processors
 from pyrmq.codec.codes import RequestCode, ResponseCode
 from pyrmq.codec.remoting import RemotingCommand
 from pyrmq.ha.config import HAConfig
@@ -240,6 +241,9 @@ class BrokerController:
         register_consumer_admin_processors(
             table, broker_name=self.config.broker_name, store=self.store, topics=self.topic_config_manager,
             offsets=self.consumer_offset_manager, consumers=self.consumer_manager)
+        register_usage_admin_processors(
+            table, cluster_name=self.config.broker_cluster_name, broker_name=self.config.broker_name,
+            producers=self.producer_manager, consumers=self.consumer_manager, offsets=self.consumer_offset_manager)
         register_consumer_call_processors(table, broker_name=self.config.broker_name, store=self.store,
                                           consumers=self.consumer_manager)
         register_runtime_config_processor(table, RuntimeConfig(self.loaded_config, self.config_persister,

@@ -226,6 +226,34 @@ class ConsumerConnection(Body):
 
 
 @dataclass(frozen=True, slots=True)
+class ProducerConnection(Body):
+    """GET_PRODUCER_CONNECTION_LIST (204)."""
+
+    connection_set: tuple[Connection, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"connectionSet": [c.to_json() for c in self.connection_set]}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> ProducerConnection:
+        return cls(tuple(Connection.from_json(c) for c in obj.get("connectionSet") or ()))
+
+
+@dataclass(frozen=True, slots=True)
+class GroupList(Body):
+    """QUERY_TOPIC_CONSUME_BY_WHO (300): the groups consuming a topic (a Java HashSet)."""
+
+    group_list: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"groupList": list(self.group_list)}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> GroupList:
+        return cls(tuple(str(g) for g in obj.get("groupList") or ()))
+
+
+@dataclass(frozen=True, slots=True)
 class KVTable(Body):
     """String table: GET_BROKER_RUNTIME_INFO (28), GET_KVLIST_BY_NAMESPACE (219), the order-topic
     configuration in a REGISTER_BROKER answer."""

@@ -1,0 +1,67 @@
+"""GET_PRODUCER_CONNECTION_LIST (204), QUERY_TOPIC_CONSUME_BY_WHO (300) and
+GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305) against an in-process broker: Apache 4.9.7's bodies and
+remarks (mqadmin producerConnection, the message track of queryMsgById, the dashboard's topic list)."""
+
+from __future__ import annotations
+
+import trio
+
+from pyrmq.codec import fastjson
+from pyrmq.codec.codes import RequestCode
+from pyrmq.codec.remoting import make_request
+from pyrmq.remoting.client import RemotingClient
+from tests.broker.test_consumers import heartbeat
+
+
+def producer_heartbeat(group: str, client_id: str) -> bytes:
+    return fastjson.dumps({"clientID": client_id, "consumerDataSet": [],
+                           "producerDataSet": [{"groupName": group}]}).encode()
+
+
+async def test_producer_connections_list_each_connection_of_the_group(cluster):
+    with trio.fail_after(10):
+        async with RemotingClient() as producer:
+            resp = await producer.invoke(cluster.broker_addr, make_request(
+                RequestCode.HEART_BEAT, body=producer_heartbeat("PG_a", "10.0.0.1@7")))
+            assert resp.code == 0
+            listed = await cluster.client.invoke(cluster.broker_addr, make_request(
+                RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": "PG_a"}))
+            assert listed.code == 0
+            [conn] = fastjson.loads(listed.body)["connectionSet"]
+            assert conn["clientId"] == "10.0.0.1@7" and conn["clientAddr"].startswith("127.0.0.1:")
+            assert set(conn) == {"clientAddr", "clientId", "language", "version"}
+        missing = await cluster.client.invoke(cluster.broker_addr, make_request(
+            RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": "PG_none"}))
+        assert (missing.code, missing.remark, missing.body) == (1, "the producer group[PG_none] not exist", None)
+
+
+async def test_topic_consumed_by_online_groups_and_groups_with_offsets(cluster):
+    inv = cluster.client.invoke
+    with trio.fail_after(10):
+        async with RemotingClient() as consumer:
+            await consumer.invoke(cluster.broker_addr, make_request(
+                RequestCode.HEART_BEAT, body=heartbeat("online_g", "10.0.0.2@1", "TopicW")))
+            await inv(cluster.broker_addr, make_request(RequestCode.UPDATE_CONSUMER_OFFSET, {
+                "consumerGroup": "offset_g", "topic": "TopicW", "queueId": "0", "commitOffset": "3"}))
+            await inv(cluster.broker_addr, make_request(RequestCode.UPDATE_CONSUMER_OFFSET, {
+                "consumerGroup": "other_g", "topic": "TopicOther", "queueId": "0", "commitOffset": "1"}))
+            resp = await inv(cluster.broker_addr, make_request(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO,
+                                                               {"topic": "TopicW"}))
+            assert resp.code == 0
+            assert sorted(fastjson.loads(resp.body)["groupList"]) == ["offset_g", "online_g"]
+        nobody = await inv(cluster.broker_addr, make_request(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO,
+                                                             {"topic": "TopicNone"}))
+        assert (nobody.code, fastjson.loads(nobody.body)) == (0, {"groupList": []})
+
+
+async def test_system_topic_list_from_broker(cluster):
+    resp = await cluster.client.invoke(cluster.broker_addr, make_request(
+        RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER))
+    body = fastjson.loads(resp.body)
+    assert resp.code == 0 and "brokerAddr" not in body
+    cluster_name = cluster.broker.config.broker_cluster_name
+    broker_name = cluster.broker.config.broker_name
+    assert sorted(body["topicList"]) == sorted([
+        "TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
+        cluster_name, broker_name, f"{cluster_name}_REPLY_TOPIC"])
