@@ -1,9 +1,10 @@
 """Consumer administration used by mqadmin and DefaultMQAdminExt: GET_CONSUME_STATS (208),
-GET_CONSUMER_CONNECTION_LIST (203), INVOKE_BROKER_TO_RESET_OFFSET (222) -> RESET_CONSUMER_CLIENT_OFFSET
+CLONE_GROUP_OFFSET (314), GET_CONSUMER_CONNECTION_LIST (203), INVOKE_BROKER_TO_RESET_OFFSET (222) -> RESET_CONSUMER_CLIENT_OFFSET
 (220) to every client of the group (spec/codes.md sections 5 and 6)."""
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from pyrmq.broker.offsets_and_groups import required_group
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     from pyrmq.broker.topic_config import TopicConfigManager
     from pyrmq.store.message_store import DefaultMessageStore
 
+log = logging.getLogger(__name__)
+
 INVOKE_BROKER_TO_RESET_OFFSET = 222
 RESET_CONSUMER_CLIENT_OFFSET = 220
 # Clients older than V3_0_7_SNAPSHOT cannot reset offsets on request.
@@ -41,11 +44,7 @@ def register_consumer_admin_processors(table: ProcessorTable, *, broker_name: st
     def consume_stats(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         group = required_group(request)
         topic = optional_str(request, "topic")
-        if topic:
-            topic_list = [topic]
-        else:
-            suffix = "@" + group
-            topic_list = [key[:-len(suffix)] for key in offsets.offset_table if key.endswith(suffix)]
+        topic_list = [topic] if topic else offsets.topics_of_group(group)
         offset_table = {}
         for name in topic_list:
             config = topics.select(name)
@@ -109,6 +108,25 @@ def register_consumer_admin_processors(table: ProcessorTable, *, broker_name: st
                                                     serialize_type=client_channel.peer_serialize_type))
         return request.response(ResponseCode.SUCCESS, body=body)
 
+    def clone_group_offset(channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        """mqadmin cloneGroupOffset: the destination group starts where the source group is."""
+        src = required_group(request, "srcGroup")
+        dest = required_group(request, "destGroup")
+        topic = optional_str(request, "topic")
+        offline = optional_bool(request, "offline")
+        for name in [topic] if topic else offsets.topics_of_group(src):
+            if topics.select(name) is None:
+                log.warning("[cloneGroupOffset] topic config not exist, %s", name)
+                continue
+            info = consumers.groups.get(src)
+            # An online source group that does not subscribe to the topic is skipped, as Apache does.
+            if not offline and info is not None and info.subscriptions and name not in info.subscriptions:
+                log.warning("[cloneGroupOffset] the consumer group[%s], topic[%s] not exist", src, name)
+                continue
+            offsets.clone_offset(src, dest, name)
+        return request.response(ResponseCode.SUCCESS)
+
     table.register(RequestCode.GET_CONSUME_STATS, consume_stats)
+    table.register(RequestCode.CLONE_GROUP_OFFSET, clone_group_offset)
     table.register(RequestCode.GET_CONSUMER_CONNECTION_LIST, connection_list)
     table.register(INVOKE_BROKER_TO_RESET_OFFSET, reset_offset)

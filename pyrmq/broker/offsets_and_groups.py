@@ -72,6 +72,25 @@ class ConsumerOffsetManager(OffsetTableFile):
             return -1
         return queues.get(queue_id, -1)
 
+    def topics_of_group(self, group: str) -> list[str]:
+        """The topics ``group`` has committed offsets on (Apache's whichTopicByConsumer)."""
+        suffix = TOPIC_GROUP_SEPARATOR + group
+        return [key[:-len(suffix)] for key in self.offset_table if key.endswith(suffix)]
+
+    def groups_of_topic(self, topic: str) -> list[str]:
+        """The groups that committed offsets on ``topic`` (Apache's whichGroupByTopic)."""
+        prefix = topic + TOPIC_GROUP_SEPARATOR
+        return [key[len(prefix):] for key in self.offset_table if key.startswith(prefix)]
+
+    def clone_offset(self, src_group: str, dest_group: str, topic: str) -> bool:
+        """``dest_group`` gets a copy of ``src_group``'s offsets on ``topic``; False when it has none."""
+        queues = self.offset_table.get(topic + TOPIC_GROUP_SEPARATOR + src_group)
+        if queues is None:
+            return False
+        self.offset_table[topic + TOPIC_GROUP_SEPARATOR + dest_group] = dict(queues)
+        self.dirty = True
+        return True
+
     def remove_group(self, group: str) -> None:
         """Forget every offset of ``group`` (DELETE_SUBSCRIPTIONGROUP with removeOffset)."""
         for key in [k for k in self.offset_table if k.rpartition(TOPIC_GROUP_SEPARATOR)[2] == group]:

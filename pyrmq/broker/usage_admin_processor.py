@@ -12,7 +12,6 @@ from pyrmq.codec.admin_bodies import Connection, GroupList, ProducerConnection
 from pyrmq.codec.codes import RequestCode, ResponseCode
 from pyrmq.codec.namesrv_bodies import TopicList
 from pyrmq.codec.remoting import RemotingCommand
-from pyrmq.codec.system_topics import TOPIC_GROUP_SEPARATOR
 from pyrmq.remoting.channel import Channel
 from pyrmq.remoting.dispatch import ProcessorTable
 from pyrmq.remoting.headers import required_str
@@ -41,8 +40,7 @@ def register_usage_admin_processors(table: ProcessorTable, *, cluster_name: str,
         topic = required_str(request, "topic")
         # Online groups subscribed to the topic, and groups that ever committed an offset on it.
         groups = {name for name, info in consumers.groups.items() if topic in info.subscriptions}
-        prefix = topic + TOPIC_GROUP_SEPARATOR
-        groups.update(key[len(prefix):] for key in offsets.offset_table if key.startswith(prefix))
+        groups.update(offsets.groups_of_topic(topic))
         return request.response(ResponseCode.SUCCESS, body=GroupList(tuple(sorted(groups))).encode())
 
     def system_topic_list(channel: Channel, request: RemotingCommand) -> RemotingCommand:

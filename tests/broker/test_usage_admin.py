@@ -1,4 +1,4 @@
-"""GET_PRODUCER_CONNECTION_LIST (204), QUERY_TOPIC_CONSUME_BY_WHO (300) and
+"""GET_PRODUCER_CONNECTION_LIST (204), QUERY_TOPIC_CONSUME_BY_WHO (300), CLONE_GROUP_OFFSET (314) and
 GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305) against an in-process broker: Apache 4.9.7's bodies and
 remarks (mqadmin producerConnection, the message track of queryMsgById, the dashboard's topic list)."""
 
@@ -10,6 +10,7 @@ from pyrmq.codec import fastjson
 from pyrmq.codec.codes import RequestCode
 from pyrmq.codec.remoting import make_request
 from pyrmq.remoting.client import RemotingClient
+from tests.broker.rmq import send
 from tests.broker.test_consumers import heartbeat
 
 
@@ -65,3 +66,30 @@ async def test_system_topic_list_from_broker(cluster):
         "TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC",
         "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
         cluster_name, broker_name, f"{cluster_name}_REPLY_TOPIC"])
+
+
+async def test_clone_group_offset_copies_the_source_groups_offsets(cluster):
+    """mqadmin cloneGroupOffset -s src -d dest -t topic [-o offline]."""
+    inv = cluster.client.invoke
+    with trio.fail_after(10):
+        for payload in (b"a", b"b", b"c"):
+            await send(cluster.client, cluster.broker_addr, "TopicC", payload)
+        for queue_id, offset in ((0, 2), (1, 1)):
+            await inv(cluster.broker_addr, make_request(RequestCode.UPDATE_CONSUMER_OFFSET, {
+                "consumerGroup": "src_g", "topic": "TopicC", "queueId": str(queue_id), "commitOffset": str(offset)}))
+        resp = await inv(cluster.broker_addr, make_request(RequestCode.CLONE_GROUP_OFFSET, {
+            "srcGroup": "src_g", "destGroup": "dest_g", "topic": "TopicC", "offline": "true"}))
+        assert resp.code == 0
+        offsets = cluster.broker.consumer_offset_manager
+        assert [offsets.query_offset("dest_g", "TopicC", q) for q in (0, 1, 2)] == [2, 1, -1]
+        # an online source group that does not subscribe to the topic: nothing is cloned
+        async with RemotingClient() as consumer:
+            await consumer.invoke(cluster.broker_addr, make_request(
+                RequestCode.HEART_BEAT, body=heartbeat("src_g", "10.0.0.3@1", "TopicElse")))
+            resp = await inv(cluster.broker_addr, make_request(RequestCode.CLONE_GROUP_OFFSET, {
+                "srcGroup": "src_g", "destGroup": "dest_g2", "topic": "TopicC", "offline": "false"}))
+        assert resp.code == 0 and offsets.query_offset("dest_g2", "TopicC", 0) == -1
+        # an unknown topic is skipped, still SUCCESS
+        resp = await inv(cluster.broker_addr, make_request(RequestCode.CLONE_GROUP_OFFSET, {
+            "srcGroup": "src_g", "destGroup": "dest_g3", "topic": "NoSuchTopic", "offline": "true"}))
+        assert resp.code == 0 and offsets.query_offset("dest_g3", "NoSuchTopic", 0) == -1
