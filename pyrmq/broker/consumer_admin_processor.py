@@ -1,6 +1,7 @@
 """Consumer administration used by mqadmin and DefaultMQAdminExt: GET_CONSUME_STATS (208),
-CLONE_GROUP_OFFSET (314), GET_CONSUMER_CONNECTION_LIST (203), INVOKE_BROKER_TO_RESET_OFFSET (222) -> RESET_CONSUMER_CLIENT_OFFSET
-(220) to every client of the group (spec/codes.md sections 5 and 6)."""
+QUERY_CONSUME_TIME_SPAN (303), CLONE_GROUP_OFFSET (314), GET_CONSUMER_CONNECTION_LIST (203),
+INVOKE_BROKER_TO_RESET_OFFSET (222) -> RESET_CONSUMER_CLIENT_OFFSET (220) to every client of the
+group (spec/codes.md sections 5 and 6)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from pyrmq.codec.admin_bodies import (
     ConsumerConnection,
     MessageQueue,
     OffsetWrapper,
+    QueryConsumeTimeSpanBody,
+    QueueTimeSpan,
     ResetOffsetBody,
 )
 from pyrmq.codec.codes import RequestCode, ResponseCode
@@ -21,6 +24,7 @@ from pyrmq.codec.remoting import RemotingCommand, make_request
 from pyrmq.remoting.channel import Channel
 from pyrmq.remoting.dispatch import ProcessorTable
 from pyrmq.remoting.headers import optional_bool, optional_str, required_int, required_str
+from pyrmq.store.commit_log import now_ms
 
 if TYPE_CHECKING:
     from pyrmq.broker.client_manager import ConsumerManager
@@ -108,6 +112,27 @@ def register_consumer_admin_processors(table: ProcessorTable, *, broker_name: st
                                                     serialize_type=client_channel.peer_serialize_type))
         return request.response(ResponseCode.SUCCESS, body=body)
 
+    def consume_time_span(channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        topic = required_str(request, "topic")
+        group = required_group(request, "group")
+        config = topics.select(topic)
+        if config is None:
+            return request.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        spans = []
+        for queue_id in range(config.write_queue_nums):
+            min_time = store.get_earliest_message_time(topic, queue_id)
+            max_offset = store.get_max_offset_in_queue(topic, queue_id)
+            max_time = store.get_message_store_timestamp(topic, queue_id, max_offset - 1)
+            consumer_offset = offsets.query_offset(group, topic, queue_id)
+            consume_time = (store.get_message_store_timestamp(topic, queue_id, consumer_offset - 1)
+                            if consumer_offset > 0 else min_time)
+            delay = 0
+            if consumer_offset < max_offset:   # how long the next message to consume has waited
+                delay = now_ms() - store.get_message_store_timestamp(topic, queue_id, consumer_offset)
+            spans.append(QueueTimeSpan(MessageQueue(topic, broker_name, queue_id), min_time, max_time,
+                                       consume_time, delay))
+        return request.response(ResponseCode.SUCCESS, body=QueryConsumeTimeSpanBody(tuple(spans)).encode())
+
     def clone_group_offset(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """mqadmin cloneGroupOffset: the destination group starts where the source group is."""
         src = required_group(request, "srcGroup")
@@ -128,5 +153,6 @@ def register_consumer_admin_processors(table: ProcessorTable, *, broker_name: st
 
     table.register(RequestCode.GET_CONSUME_STATS, consume_stats)
     table.register(RequestCode.CLONE_GROUP_OFFSET, clone_group_offset)
+    table.register(RequestCode.QUERY_CONSUME_TIME_SPAN, consume_time_span)
     table.register(RequestCode.GET_CONSUMER_CONNECTION_LIST, connection_list)
     table.register(INVOKE_BROKER_TO_RESET_OFFSET, reset_offset)

@@ -226,6 +226,40 @@ class ConsumerConnection(Body):
 
 
 @dataclass(frozen=True, slots=True)
+class QueueTimeSpan:
+    message_queue: MessageQueue
+    min_time_stamp: int
+    max_time_stamp: int
+    consume_time_stamp: int
+    delay_time: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"consumeTimeStamp": self.consume_time_stamp, "delayTime": self.delay_time,
+                "maxTimeStamp": self.max_time_stamp, "messageQueue": self.message_queue.to_json(),
+                "minTimeStamp": self.min_time_stamp}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> QueueTimeSpan:
+        return cls(MessageQueue.from_json(obj["messageQueue"]), _int(obj.get("minTimeStamp", 0)),
+                   _int(obj.get("maxTimeStamp", 0)), _int(obj.get("consumeTimeStamp", 0)),
+                   _int(obj.get("delayTime", 0)))
+
+
+@dataclass(frozen=True, slots=True)
+class QueryConsumeTimeSpanBody(Body):
+    """QUERY_CONSUME_TIME_SPAN (303): per write queue, the stored time range and where a group is."""
+
+    consume_time_span_set: tuple[QueueTimeSpan, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"consumeTimeSpanSet": [span.to_json() for span in self.consume_time_span_set]}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> QueryConsumeTimeSpanBody:
+        return cls(tuple(QueueTimeSpan.from_json(s) for s in obj.get("consumeTimeSpanSet") or ()))
+
+
+@dataclass(frozen=True, slots=True)
 class ProducerConnection(Body):
     """GET_PRODUCER_CONNECTION_LIST (204)."""
 

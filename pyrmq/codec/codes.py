@@ -52,6 +52,7 @@ class RequestCode:
     GET_KVLIST_BY_NAMESPACE = 219
     GET_TOPICS_BY_CLUSTER = 224
     QUERY_TOPIC_CONSUME_BY_WHO = 300
+    QUERY_CONSUME_TIME_SPAN = 303
     REGISTER_FILTER_SERVER = 301           # a FilterServer to its broker, every 10 s
     REGISTER_MESSAGE_FILTER_CLASS = 302    # a consumer's filter class to a FilterServer
     GET_SYSTEM_TOPIC_LIST_FROM_NS = 304

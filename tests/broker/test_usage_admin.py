@@ -93,3 +93,29 @@ async def test_clone_group_offset_copies_the_source_groups_offsets(cluster):
         resp = await inv(cluster.broker_addr, make_request(RequestCode.CLONE_GROUP_OFFSET, {
             "srcGroup": "src_g", "destGroup": "dest_g3", "topic": "NoSuchTopic", "offline": "true"}))
         assert resp.code == 0 and offsets.query_offset("dest_g3", "NoSuchTopic", 0) == -1
+
+
+async def test_consume_time_span_per_write_queue(cluster):
+    inv = cluster.client.invoke
+    with trio.fail_after(10):
+        for payload in (b"a", b"b", b"c"):
+            await send(cluster.client, cluster.broker_addr, "TopicSpan", payload)
+        await inv(cluster.broker_addr, make_request(RequestCode.UPDATE_CONSUMER_OFFSET, {
+            "consumerGroup": "span_g", "topic": "TopicSpan", "queueId": "0", "commitOffset": "1"}))
+        resp = await inv(cluster.broker_addr, make_request(RequestCode.QUERY_CONSUME_TIME_SPAN,
+                                                           {"topic": "TopicSpan", "group": "span_g"}))
+        assert resp.code == 0
+        spans = fastjson.loads(resp.body)["consumeTimeSpanSet"]
+        store = cluster.broker.store
+        config = cluster.broker.topic_config_manager.select("TopicSpan")
+        assert [s["messageQueue"] for s in spans] == [
+            {"brokerName": cluster.broker.config.broker_name, "queueId": q, "topic": "TopicSpan"}
+            for q in range(config.write_queue_nums)]
+        times = [store.get_message_store_timestamp("TopicSpan", 0, i) for i in range(3)]
+        first = spans[0]
+        assert (first["minTimeStamp"], first["maxTimeStamp"], first["consumeTimeStamp"]) == (times[0], times[2], times[0])
+        assert first["delayTime"] >= 0 and sorted(first) == ["consumeTimeStamp", "delayTime", "maxTimeStamp",
+                                                              "messageQueue", "minTimeStamp"]
+        missing = await inv(cluster.broker_addr, make_request(RequestCode.QUERY_CONSUME_TIME_SPAN,
+                                                              {"topic": "NoTopic", "group": "span_g"}))
+        assert (missing.code, missing.remark) == (17, "topic[NoTopic] not exist")
