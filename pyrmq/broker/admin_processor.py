@@ -2,7 +2,8 @@
 SEARCH_OFFSET_BY_TIMESTAMP (29), GET_EARLIEST_MSG_STORETIME (32), VIEW_MESSAGE_BY_ID (33),
 QUERY_MESSAGE (12),
 UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG (21),
-GET_BROKER_CONFIG (26), GET_BROKER_RUNTIME_INFO (28), GET_TOPIC_STATS_INFO (202).
+GET_BROKER_CONFIG (26), GET_BROKER_RUNTIME_INFO (28), GET_TOPIC_STATS_INFO (202), and the store
+clean-ups CLEAN_EXPIRED_CONSUMEQUEUE (306), CLEAN_UNUSED_TOPIC (316), DELETE_EXPIRED_COMMITLOG (329).
 A slave refuses the topic writes as Apache's validateSlave does."""
 
 from __future__ import annotations
@@ -117,6 +118,21 @@ def register_admin_processors(table: ProcessorTable, *, loaded_config: LoadedCon
         store.delete_topics({topic})
         return persister.answer_when_written(request, topics.path.name)
 
+    # mqadmin cleanUnusedTopic / cleanExpiredCQ / deleteExpiredCommitLog: SUCCESS whatever was found,
+    # as Apache; what went is logged.
+    def clean_unused_topic(channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        store.clean_unused_topics(set(topics.table))
+        return request.response(ResponseCode.SUCCESS)
+
+    def clean_expired_consume_queue(channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        store.clean_expired_consume_queues()
+        return request.response(ResponseCode.SUCCESS)
+
+    def delete_expired_commit_log(channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        # the clean service's next rounds delete expired files whatever the hour (deleteWhen)
+        store.clean_service.execute_delete_files_manually()
+        return request.response(ResponseCode.SUCCESS)
+
     def topic_stats(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         topic = required_str(request, "topic")
         config = topics.select(topic)
@@ -171,5 +187,8 @@ def register_admin_processors(table: ProcessorTable, *, loaded_config: LoadedCon
     table.register(RequestCode.DELETE_TOPIC_IN_BROKER, master_only(is_slave, delete_topic))
     table.register(RequestCode.GET_ALL_TOPIC_CONFIG, all_topic_config)
     table.register(RequestCode.GET_TOPIC_STATS_INFO, topic_stats)
+    table.register(RequestCode.CLEAN_UNUSED_TOPIC, clean_unused_topic)
+    table.register(RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE, clean_expired_consume_queue)
+    table.register(RequestCode.DELETE_EXPIRED_COMMITLOG, delete_expired_commit_log)
     table.register(RequestCode.GET_BROKER_CONFIG, broker_config)
     table.register(RequestCode.GET_BROKER_RUNTIME_INFO, runtime_info)

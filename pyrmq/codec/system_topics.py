@@ -14,3 +14,4 @@ TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"                # + group: the group's retry topic
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"                    # + group: the group's dead-letter topic
 TOPIC_GROUP_SEPARATOR = "@"                         # consumerOffset.json keys: topic@group
+LMQ_PREFIX = "%LMQ%"                                # Apache's light message queues (pyrmq makes none)

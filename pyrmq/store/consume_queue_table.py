@@ -121,10 +121,14 @@ class ConsumeQueueTable:
 
     def delete_topics(self, topics: set[str]) -> list[tuple[str, int]]:
         """Drop the queues of ``topics``; returns the keys dropped."""
-        dropped = [k for k in self.queues if k[0] in topics]
+        return self.delete_queues([k for k in self.queues if k[0] in topics])
+
+    def delete_queues(self, keys: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        """Drop these queues and their files, and a topic directory left empty; the keys dropped."""
+        dropped = [k for k in keys if k in self.queues]
         for key in dropped:
             self.queues.pop(key).destroy()
-        for topic in topics:
+        for topic in {topic for topic, _ in dropped}:
             for root in (self.config.consume_queue_dir(), self.config.consume_queue_ext_dir()):
                 try:
                     os.rmdir(os.path.join(root, topic))

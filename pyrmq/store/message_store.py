@@ -26,7 +26,7 @@ from pyrmq.codec.message import (
     pickup_store_timestamp,
     string_to_properties,
 )
-from pyrmq.codec.system_topics import SCHEDULE_TOPIC
+from pyrmq.codec.system_topics import LMQ_PREFIX, SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC
 from pyrmq.store import crash_points
 from pyrmq.store.checkpoint import StoreCheckpoint
 from pyrmq.store.clean_service import CleanService
@@ -548,5 +548,34 @@ class DefaultMessageStore:
 
     def delete_topics(self, topics: set[str]) -> None:
         """Drop the consume queues (and queue-offset counters) of ``topics``."""
-        for topic, queue_id in self.consume_queues.delete_topics(topics):
+        self._forget_queues(self.consume_queues.delete_topics(topics))
+
+    def _forget_queues(self, dropped: list[tuple[str, int]]) -> None:
+        for topic, queue_id in dropped:
             self._commit_log.topic_queue_table.pop(f"{topic}-{queue_id}", None)
+
+    def clean_unused_topics(self, keep: set[str]) -> list[str]:
+        """CLEAN_UNUSED_TOPIC: drop the consume queues of every topic not in ``keep`` (the broker's
+        topic configs) but the schedule and transaction-op topics and LMQ queues, as Apache's
+        cleanUnusedTopic; the topics dropped."""
+        unused = {topic for topic, _ in self.consume_queues.queues
+                  if topic not in keep and topic not in (SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC)
+                  and not topic.startswith(LMQ_PREFIX)}
+        self.delete_topics(unused)
+        for topic in sorted(unused):
+            log.info("cleanUnusedTopic: %s, topic destroyed", topic)
+        return sorted(unused)
+
+    def clean_expired_consume_queues(self) -> list[tuple[str, int]]:
+        """CLEAN_EXPIRED_CONSUMEQUEUE: drop the queues (but the schedule topic's) whose last unit
+        points before the commit log's first file, as Apache's cleanExpiredConsumerQueue: every
+        message they index is gone. A queue without units is kept (it may be new)."""
+        min_offset = self._commit_log.min_offset
+        expired = [(cq.topic, cq.queue_id) for cq in self.consume_queues
+                   if cq.topic != SCHEDULE_TOPIC and 0 <= cq.max_physic_offset <= min_offset]
+        dropped = self.consume_queues.delete_queues(expired)
+        self._forget_queues(dropped)
+        for topic, queue_id in dropped:
+            log.info("cleanExpiredConsumerQueue: %s %d consume queue destroyed, minCommitLogOffset %d",
+                     topic, queue_id, min_offset)
+        return dropped

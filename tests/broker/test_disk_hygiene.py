@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 
 import pytest
 import trio
@@ -181,3 +182,38 @@ async def test_delete_only_consumed_keeps_undelivered_delayed_messages(cluster):
         _expire_everything(clean)
         await trio.to_thread.run_sync(clean.run)
         assert cluster.broker.store.get_min_phy_offset() == 0   # the delayed message is in the first file
+
+
+async def test_clean_expired_consume_queues_and_unused_topics(cluster):
+    """mqadmin cleanExpiredCQ drops the queues whose messages are all in deleted commit log files;
+    cleanUnusedTopic drops the queues of topics the broker no longer has; deleteExpiredCommitLog
+    lets the clean service delete expired files whatever the hour. Each answers SUCCESS."""
+    inv = cluster.client.invoke
+    store = cluster.broker.store
+    with trio.fail_after(20):
+        await _send_many(cluster, "TopicOld", 2)       # queues 0 and 1, both in the first file
+        await _send_many(cluster, "TopicNew", 60)      # many files
+        clean = store.clean_service
+        clean.disk_usage = Disk()
+        _expire_everything(clean)
+        clean.config.delete_when = "99"                # not the hour: only a manual request deletes
+        await trio.to_thread.run_sync(clean.run)
+        assert len(store.commit_log.mapped_file_queue.mapped_files) > 1
+        resp = await inv(cluster.broker_addr, make_request(RequestCode.DELETE_EXPIRED_COMMITLOG))
+        assert resp.code == 0
+        await trio.to_thread.run_sync(clean.run)
+        assert len(store.commit_log.mapped_file_queue.mapped_files) == 1
+
+        resp = await inv(cluster.broker_addr, make_request(RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE))
+        assert resp.code == 0
+        queues = store.consume_queues
+        assert queues.get("TopicOld", 0) is None and queues.get("TopicOld", 1) is None
+        assert not (Path(store.config.consume_queue_dir()) / "TopicOld").exists()
+        assert queues.get("TopicNew", 0) is not None and queues.get("TopicNew", 1) is not None
+
+        cluster.broker.topic_config_manager.table.pop("TopicNew")   # as if deleted from another tool
+        resp = await inv(cluster.broker_addr, make_request(RequestCode.CLEAN_UNUSED_TOPIC))
+        assert resp.code == 0
+        assert queues.get("TopicNew", 0) is None and not (Path(store.config.consume_queue_dir()) / "TopicNew").exists()
+        # queue offsets restart: the topic is gone from the commit log's queue table too
+        assert "TopicNew-0" not in store.commit_log.topic_queue_table
