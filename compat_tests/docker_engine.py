@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -275,8 +276,7 @@ class ContainerProcess:
             pass
 
     def kill(self) -> None:
-        import signal
-
         self.send_signal(signal.SIGKILL)
 
-    terminate = kill
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from pyrmq.codec.admin_bodies import Subscription
+from pyrmq.codec.admin_bodies import Connection, Subscription
 from pyrmq.codec.codes import RequestCode
 from pyrmq.codec.message import java_string_hash
 from pyrmq.codec.remoting import make_request
@@ -81,6 +81,11 @@ class ClientChannelInfo:
     language: str
     version: int
     last_update_ms: int
+
+
+def connections(channels: dict[Channel, ClientChannelInfo]) -> tuple[Connection, ...]:
+    """A group's clients as the Connection entries of GET_CONSUMER/PRODUCER_CONNECTION_LIST."""
+    return tuple(Connection(c.client_id, ch.remote_addr, c.language, c.version) for ch, c in channels.items())
 
 
 _CONSUME_TYPES = ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY", "CONSUME_POP")
@@ -246,5 +251,5 @@ class ProducerManager:
                 if now_ms - info.last_update_ms > self.channel_expired_ms]
 
 
-__all__ = ["ClientChannelInfo", "ConsumerGroupInfo", "ConsumerManager", "ProducerManager",
+__all__ = ["ClientChannelInfo", "connections", "ConsumerGroupInfo", "ConsumerManager", "ProducerManager",
            "SubscriptionData", "SUB_ALL", "enum_name", "_CONSUME_TYPES", "_MESSAGE_MODELS", "_CONSUME_FROM"]

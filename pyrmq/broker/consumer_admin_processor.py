@@ -8,9 +8,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from pyrmq.broker.client_manager import connections
 from pyrmq.broker.offsets_and_groups import required_group
 from pyrmq.codec.admin_bodies import (
-    Connection,
     ConsumeStats,
     ConsumerConnection,
     MessageQueue,
@@ -70,7 +70,7 @@ def register_consumer_admin_processors(table: ProcessorTable, *, broker_name: st
         if info is None or not info.channels:
             return request.response(ResponseCode.CONSUMER_NOT_ONLINE, "the consumer group not online")
         body = ConsumerConnection(
-            tuple(Connection(c.client_id, ch.remote_addr, c.language, c.version) for ch, c in info.channels.items()),
+            connections(info.channels),
             {t: s.to_body() for t, s in info.subscriptions.items()},
             info.consume_type, info.message_model, info.consume_from_where)
         return request.response(ResponseCode.SUCCESS, body=body.encode())

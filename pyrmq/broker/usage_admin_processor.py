@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pyrmq.broker.client_manager import connections
 from pyrmq.broker.topic_config import REPLY_TOPIC_POSTFIX, SYSTEM_TOPICS
-from pyrmq.codec.admin_bodies import Connection, GroupList, ProducerConnection
+from pyrmq.codec.admin_bodies import GroupList, ProducerConnection
 from pyrmq.codec.codes import RequestCode, ResponseCode
 from pyrmq.codec.namesrv_bodies import TopicList
 from pyrmq.codec.remoting import RemotingCommand
@@ -32,8 +33,7 @@ def register_usage_admin_processors(table: ProcessorTable, *, cluster_name: str,
         channels = producers.groups.get(group)
         if channels is None:
             return request.response(ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
-        body = ProducerConnection(tuple(Connection(c.client_id, ch.remote_addr, c.language, c.version)
-                                        for ch, c in channels.items()))
+        body = ProducerConnection(connections(channels))
         return request.response(ResponseCode.SUCCESS, body=body.encode())
 
     def consumed_by(channel: Channel, request: RemotingCommand) -> RemotingCommand:
