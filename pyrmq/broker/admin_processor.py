@@ -2,20 +2,19 @@
 SEARCH_OFFSET_BY_TIMESTAMP (29), GET_EARLIEST_MSG_STORETIME (32), VIEW_MESSAGE_BY_ID (33),
 QUERY_MESSAGE (12),
 UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG (21),
-GET_BROKER_CONFIG (26), GET_BROKER_RUNTIME_INFO (28), GET_TOPIC_STATS_INFO (202), and the store
+GET_BROKER_CONFIG (26), GET_TOPIC_STATS_INFO (202), and the store
 clean-ups CLEAN_EXPIRED_CONSUMEQUEUE (306), CLEAN_UNUSED_TOPIC (316), DELETE_EXPIRED_COMMITLOG (329).
 A slave refuses the topic writes as Apache's validateSlave does."""
 
 from __future__ import annotations
 
-import time
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from pyrmq.broker.config import BrokerRole, as_properties
 from pyrmq.broker.group_admin_processor import master_only
 from pyrmq.broker.topic_config import TopicConfig, is_system_topic, validate_topic
 from pyrmq.codec import fastjson
-from pyrmq.codec.admin_bodies import KVTable, MessageQueue, TopicOffset, TopicStatsTable
+from pyrmq.codec.admin_bodies import MessageQueue, TopicOffset, TopicStatsTable
 from pyrmq.codec.codes import RequestCode, ResponseCode
 from pyrmq.codec.message import MessageConst, RecordInfo, check_record
 from pyrmq.codec.remoting import RemotingCommand
@@ -26,7 +25,6 @@ from pyrmq.remoting.headers import optional_bool, optional_int, required_int, re
 
 if TYPE_CHECKING:
     from pyrmq.broker.config import LoadedConfig
-    from pyrmq.broker.controller import BrokerStats
     from pyrmq.broker.offsets_and_groups import ConsumerOffsetManager
     from pyrmq.broker.topic_config import TopicConfigManager
     from pyrmq.common.persister import ConfigPersister
@@ -40,10 +38,8 @@ QUERY_NOT_FOUND_REMARK = "can not find message, maybe time range not correct"
 
 def register_admin_processors(table: ProcessorTable, *, loaded_config: LoadedConfig, store: DefaultMessageStore,
                               topics: TopicConfigManager, offsets: ConsumerOffsetManager,
-                              persister: ConfigPersister, stats: BrokerStats, boot_timestamp_ms: int,
-                              extra_runtime_info: Callable[[], dict[str, str]] = dict) -> None:
-    """Register the offset-query and topic-administration processors over the services they use;
-    ``extra_runtime_info`` adds keys to GET_BROKER_RUNTIME_INFO (the replication figures)."""
+                              persister: ConfigPersister) -> None:
+    """Register the offset-query and topic-administration processors over the services they use."""
     broker = loaded_config.broker
     is_slave = broker.broker_role is BrokerRole.SLAVE
 
@@ -155,27 +151,6 @@ def register_admin_processors(table: ProcessorTable, *, loaded_config: LoadedCon
                                 ext_fields={"version": fastjson.dumps(topics.data_version.to_json())},
                                 body=text.encode())
 
-    def runtime_info(channel: Channel, request: RemotingCommand) -> RemotingCommand:
-        table_ = {"brokerVersionDesc": "V4_9_8", "brokerVersion": "409",
-                  "bootTimestamp": str(boot_timestamp_ms),
-                  "runtime": f"[ {int(time.time() - boot_timestamp_ms / 1000)} s ]",
-                  "commitLogMinOffset": str(store.get_min_phy_offset()),
-                  "commitLogMaxOffset": str(store.get_max_phy_offset()),
-                  "msgPutTotalTodayNow": str(stats.put_count), "msgGetTotalTodayNow": str(stats.get_count),
-                  "msgPutTotalTodayMorning": "0", "msgGetTotalTodayMorning": "0",
-                  "msgPutTotalYesterdayMorning": "0", "msgGetTotalYesterdayMorning": "0",
-                  "putTps": "0.0 0.0 0.0", "getTransferedTps": "0.0 0.0 0.0",
-                  "sendThreadPoolQueueSize": "0", "pullThreadPoolQueueSize": "0",
-                  "sendThreadPoolQueueHeadWaitTimeMills": "0", "pullThreadPoolQueueHeadWaitTimeMills": "0",
-                  "pageCacheLockTimeMills": "0", "earliestMessageTimeStamp": "0",
-                  # the clean service's last readings (every cleanResourceInterval), not a statvfs here
-                  "commitLogDiskRatio": str(store.clean_service.disk_ratios.commit_log),
-                  "consumeQueueDiskRatio": str(store.clean_service.disk_ratios.consume_queue),
-                  # a slave's dispatch of replicated bytes into its queues lags by this much
-                  "dispatchBehindBytes": str(store.reput.behind())}
-        table_.update(extra_runtime_info())
-        return request.response(ResponseCode.SUCCESS, body=KVTable(table_).encode())
-
     table.register(RequestCode.GET_MAX_OFFSET, queue_offset_query(store.get_max_offset_in_queue, "offset"))
     table.register(RequestCode.GET_MIN_OFFSET, queue_offset_query(store.get_min_offset_in_queue, "offset"))
     table.register(RequestCode.GET_EARLIEST_MSG_STORETIME,
@@ -191,4 +166,3 @@ def register_admin_processors(table: ProcessorTable, *, loaded_config: LoadedCon
     table.register(RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE, clean_expired_consume_queue)
     table.register(RequestCode.DELETE_EXPIRED_COMMITLOG, delete_expired_commit_log)
     table.register(RequestCode.GET_BROKER_CONFIG, broker_config)
-    table.register(RequestCode.GET_BROKER_RUNTIME_INFO, runtime_info)

@@ -137,6 +137,12 @@ class ConsumerManager:
         info = self.groups.get(group)
         return None if info is None else info.subscriptions.get(topic)
 
+    def subscribes(self, group: str, topic: str) -> bool:
+        """False only when the group is online with subscriptions and none to ``topic``: the admin
+        answers (consume stats, cloneGroupOffset) skip such topics, as Apache's do."""
+        info = self.groups.get(group)
+        return info is None or not info.subscriptions or topic in info.subscriptions
+
     def register_consumer(self, group: str, client: ClientChannelInfo, consume_type: str,
                           message_model: str, consume_from_where: str,
                           subscriptions: list[SubscriptionData], notify: bool) -> None:

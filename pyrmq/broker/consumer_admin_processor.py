@@ -27,6 +27,7 @@ from pyrmq.remoting.headers import optional_bool, optional_str, required_int, re
 from pyrmq.store.commit_log import now_ms
 
 if TYPE_CHECKING:
+    from pyrmq.broker.broker_stats import BrokerStatsManager
     from pyrmq.broker.client_manager import ConsumerManager
     from pyrmq.broker.offsets_and_groups import ConsumerOffsetManager
     from pyrmq.broker.topic_config import TopicConfigManager
@@ -40,29 +41,39 @@ RESET_CONSUMER_CLIENT_OFFSET = 220
 MIN_RESET_CLIENT_VERSION = 28
 
 
+def group_queue_offsets(store: DefaultMessageStore, offsets: ConsumerOffsetManager, broker_name: str, group: str,
+                        topic: str, queue_count: int) -> dict[MessageQueue, OffsetWrapper]:
+    """A group's position in the first ``queue_count`` queues of a topic, against their ends (with
+    the store time of the last message it consumed), as GET_CONSUME_STATS and
+    GET_BROKER_CONSUME_STATS report it."""
+    table = {}
+    for queue_id in range(queue_count):
+        broker_offset = max(0, store.get_max_offset_in_queue(topic, queue_id))
+        consumer_offset = max(0, offsets.query_offset(group, topic, queue_id))
+        last = 0
+        if consumer_offset > 0:
+            last = max(0, store.get_message_store_timestamp(topic, queue_id, consumer_offset - 1))
+        table[MessageQueue(topic, broker_name, queue_id)] = OffsetWrapper(broker_offset, consumer_offset, last)
+    return table
+
+
 def register_consumer_admin_processors(table: ProcessorTable, *, broker_name: str, store: DefaultMessageStore,
                                        topics: TopicConfigManager, offsets: ConsumerOffsetManager,
-                                       consumers: ConsumerManager) -> None:
+                                       consumers: ConsumerManager, stats: BrokerStatsManager) -> None:
     """Register the consume-stats, connection and offset-reset processors over the services they use."""
 
     def consume_stats(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         group = required_group(request)
         topic = optional_str(request, "topic")
-        topic_list = [topic] if topic else offsets.topics_of_group(group)
-        offset_table = {}
-        for name in topic_list:
+        offset_table: dict[MessageQueue, OffsetWrapper] = {}
+        consume_tps = 0.0
+        for name in [topic] if topic else offsets.topics_of_group(group):
             config = topics.select(name)
-            if config is None:
+            if config is None or not consumers.subscribes(group, name):
                 continue
-            for queue_id in range(config.read_queue_nums):
-                broker_offset = max(0, store.get_max_offset_in_queue(name, queue_id))
-                consumer_offset = max(0, offsets.query_offset(group, name, queue_id))
-                last = 0
-                if consumer_offset > 0:
-                    last = max(0, store.get_message_store_timestamp(name, queue_id, consumer_offset - 1))
-                offset_table[MessageQueue(name, broker_name, queue_id)] = OffsetWrapper(
-                    broker_offset, consumer_offset, last)
-        return request.response(ResponseCode.SUCCESS, body=ConsumeStats(offset_table).encode())
+            offset_table.update(group_queue_offsets(store, offsets, broker_name, group, name, config.read_queue_nums))
+            consume_tps += stats.group_get_tps(group, name)
+        return request.response(ResponseCode.SUCCESS, body=ConsumeStats(offset_table, consume_tps).encode())
 
     def connection_list(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         group = required_group(request)
@@ -143,9 +154,7 @@ def register_consumer_admin_processors(table: ProcessorTable, *, broker_name: st
             if topics.select(name) is None:
                 log.warning("[cloneGroupOffset] topic config not exist, %s", name)
                 continue
-            info = consumers.groups.get(src)
-            # An online source group that does not subscribe to the topic is skipped, as Apache does.
-            if not offline and info is not None and info.subscriptions and name not in info.subscriptions:
+            if not offline and not consumers.subscribes(src, name):
                 log.warning("[cloneGroupOffset] the consumer group[%s], topic[%s] not exist", src, name)
                 continue
             offsets.clone_offset(src, dest, name)

@@ -4,8 +4,6 @@ owns the lifecycle (start with recovery; graceful stop that flushes and persists
 from __future__ import annotations
 
 import logging
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import trio
@@ -15,6 +13,7 @@ from pyrmq.broker.acl.validator import AclValidator
 from pyrmq.broker.acl.watcher import AclFileWatcher
 from pyrmq.broker.accumulation_alarm import AccumulationAlarm
 from pyrmq.broker.admin_processor import register_admin_processors
+from pyrmq.broker.broker_stats import BrokerStatsManager
 from pyrmq.broker.allocate_service import AllocateService
 from pyrmq.broker.assignment_processor import QueryAssignmentProcessor
 from pyrmq.broker.client_manager import ConsumerManager, ProducerManager
@@ -37,6 +36,7 @@ from pyrmq.broker.rebalance_lock import RebalanceLockManager
 from pyrmq.broker.reply_processor import ReplyMessageProcessor
 from pyrmq.broker.recall_processor import RecallMessageProcessor
 from pyrmq.broker.schedule_service import ScheduleMessageService, parse_delay_levels
+from pyrmq.broker.stats_processor import register_stats_processors
 from pyrmq.broker.send_processor import SendMessageProcessor
 from pyrmq.broker.slave_sync import SlaveSynchronize
 from pyrmq.broker.store_clean_task import StoreCleanTask
@@ -74,20 +74,12 @@ GO_AWAY_AFTER_VERSION = 475
 SHUTDOWN_GRACE_S = 3.0
 
 
-@dataclass
-class BrokerStats:
-    put_count: int = 0
-    get_count: int = 0
-
-
 class BrokerController:
     def __init__(self, loaded: LoadedConfig) -> None:
         self.loaded_config = loaded
         self.config = loaded.broker
         self.store_config = loaded.store
         self.is_slave = self.config.broker_role is BrokerRole.SLAVE
-        self.boot_timestamp_ms = int(time.time() * 1000)
-        self.stats = BrokerStats()
         config_dir = Path(self.store_config.store_path_root_dir) / "config"
         self.topic_config_manager = TopicConfigManager(
             config_dir / "topics.json", self.config.broker_cluster_name, self.config.broker_name,
@@ -110,6 +102,8 @@ class BrokerController:
         self.producer_manager = ProducerManager(self.config.channel_expired_timeout)
         self.rebalance_lock_manager = RebalanceLockManager()
         self.store = DefaultMessageStore(self.store_config)
+        # put/get TPS per topic and group (BrokerStatsManager), over the store's own counters
+        self.stats = BrokerStatsManager(self.config.broker_cluster_name, self.store.stats)
         if self.config.enable_calc_filter_bit_map and self.store_config.enable_consume_queue_ext:
             # SQL92 bitmaps into the ConsumeQueueExt units (filter.md 3.5); without the ext there
             # is nowhere to keep them, so nothing is computed (Apache computes and drops them)
@@ -230,8 +224,11 @@ class BrokerController:
         register_check_client_config(table, self.config)
         register_admin_processors(
             table, loaded_config=self.loaded_config, store=self.store, topics=self.topic_config_manager,
-            offsets=self.consumer_offset_manager, persister=self.config_persister, stats=self.stats,
-            boot_timestamp_ms=self.boot_timestamp_ms,
+            offsets=self.consumer_offset_manager, persister=self.config_persister)
+        register_stats_processors(
+            table, config=self.config, store=self.store, stats=self.stats, topics=self.topic_config_manager,
+            groups=self.subscription_group_manager, offsets=self.consumer_offset_manager,
+            consumers=self.consumer_manager, delay_offsets=lambda: self.schedule_service.offset_table,
             extra_runtime_info=lambda: {**ha_runtime_info(self), **self._transaction_runtime_info(),
                                         **self.accumulation_alarm.runtime_info()})
         register_group_admin_processors(
@@ -240,7 +237,7 @@ class BrokerController:
             persister=self.config_persister)
         register_consumer_admin_processors(
             table, broker_name=self.config.broker_name, store=self.store, topics=self.topic_config_manager,
-            offsets=self.consumer_offset_manager, consumers=self.consumer_manager)
+            offsets=self.consumer_offset_manager, consumers=self.consumer_manager, stats=self.stats)
         register_usage_admin_processors(
             table, cluster_name=self.config.broker_cluster_name, broker_name=self.config.broker_name,
             producers=self.producer_manager, consumers=self.consumer_manager, offsets=self.consumer_offset_manager)
@@ -325,6 +322,7 @@ class BrokerController:
                     nursery.start_soon(self.pull_processor.hold_service.run)
                     nursery.start_soon(self._housekeeping)
                     nursery.start_soon(self.accumulation_alarm.run)
+                    nursery.start_soon(self.stats.run)
                     if self.acl_watcher is not None:
                         nursery.start_soon(self.acl_watcher.run)
                     if not self.is_slave:   # a slave takes the master's progress, it does not deliver

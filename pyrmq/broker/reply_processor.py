@@ -114,7 +114,7 @@ class ReplyMessageProcessor:
             result = self.send.store.put_message(inner)
             if result.status in _STORED and result.append_result is not None:
                 append = result.append_result
-                self.send.stats.put_count += append.msg_num
+                self.send.stats.on_put(topic, append.msg_num, append.wrote_bytes)
                 ext.update(msgId=append.msg_id, queueOffset=str(append.logics_offset))
             else:
                 log.warning("storing a reply to %s failed: %s", topic, result.status.name)

@@ -41,6 +41,7 @@ from pyrmq.codec.message import (
     tags_string_to_tags_code,
 )
 from pyrmq.codec.remoting import RemotingCommand
+from pyrmq.codec.system_topics import SCHEDULE_TOPIC
 from pyrmq.codec.text import parse_java_int
 from pyrmq.remoting.channel import Channel
 from pyrmq.remoting.deferred import Deferred
@@ -56,7 +57,7 @@ from pyrmq.store.message_store import (
 
 if TYPE_CHECKING:
     from pyrmq.broker.config import BrokerConfig
-    from pyrmq.broker.controller import BrokerStats
+    from pyrmq.broker.broker_stats import BrokerStatsManager
     from pyrmq.broker.flush_service import FlushService
     from pyrmq.broker.offsets_and_groups import SubscriptionGroupManager
     from pyrmq.broker.topic_config import TopicConfigManager
@@ -168,7 +169,7 @@ class SendMessageProcessor:
     """Sends and sends-back; receives only the services they use."""
 
     def __init__(self, *, config: BrokerConfig, store: DefaultMessageStore, topics: TopicConfigManager,
-                 groups: SubscriptionGroupManager, flush_service: FlushService, stats: BrokerStats,
+                 groups: SubscriptionGroupManager, flush_service: FlushService, stats: BrokerStatsManager,
                  max_delay_level: int, replicas: HAService | None = None,
                  clock: Callable[[], int] = wall_clock_ms) -> None:
         self.config = config
@@ -224,6 +225,7 @@ class SendMessageProcessor:
                                     born_timestamp=born_timestamp, born_host=born_host,
                                     store_host=self.store_host, reconsume_times=reconsume_times)
             result = self.store.put_messages(batch)
+            stored_topic = topic
         else:
             is_half = properties.get(MessageConst.PROPERTY_TRANSACTION_PREPARED, "").lower() == "true"
             if is_half and self.config.reject_transaction_message:
@@ -270,10 +272,11 @@ class SendMessageProcessor:
                     properties[MessageConst.PROPERTY_WAIT_STORE_MSG_OK] = wait_value
                 inner = half_message(inner, properties)
             result = self.store.put_message(inner)
+            stored_topic = inner.topic   # a delayed message's SCHEDULE_TOPIC_XXXX, a half message's
             if recall_handle is not None:
-                return self._respond(request, result, queue_id, wait_store, self.topics.created_unwritten(topic),
-                                     {"recallHandle": recall_handle})
-        return self._respond(request, result, queue_id, wait_store, self.topics.created_unwritten(topic))
+                return self._respond(request, result, stored_topic, queue_id, wait_store,
+                                     self.topics.created_unwritten(topic), {"recallHandle": recall_handle})
+        return self._respond(request, result, stored_topic, queue_id, wait_store, self.topics.created_unwritten(topic))
 
     def _timer(self, request: RemotingCommand, properties: dict[str, str], topic: str, queue_id: int,
                wait_value: str | None) -> tuple[str, int] | RemotingCommand | None:
@@ -302,7 +305,7 @@ class SendMessageProcessor:
                                         f"the broker[{broker.broker_ip1}] sending message is forbidden")
         if self.config.broker_role is BrokerRole.SLAVE:
             # Apache's slave store refuses the put: SERVICE_NOT_AVAILABLE with the put's remark
-            return self._respond(request, PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE), queue_id, False)
+            return self._respond(request, PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE), topic, queue_id, False)
         remark = validate_topic(topic)
         if remark is not None:
             return request.response(ResponseCode.SYSTEM_ERROR, remark)
@@ -338,7 +341,7 @@ class SendMessageProcessor:
                                     f"Producer: {header.get(keys.producer_group)}")
         return topic_config
 
-    def _respond(self, request: RemotingCommand, result: PutMessageResult, queue_id: int,
+    def _respond(self, request: RemotingCommand, result: PutMessageResult, topic: str, queue_id: int,
                  wait_store: bool, topic_unwritten: bool = False,
                  more_ext: dict[str, str] | None = None) -> RemotingCommand | Deferred:
         code, remark = _PUT_STATUS_RESPONSES.get(result.status, (ResponseCode.SYSTEM_ERROR, str(result.status)))
@@ -350,7 +353,8 @@ class SendMessageProcessor:
         append = result.append_result
         ext = {"msgId": append.msg_id, "queueId": str(queue_id), "queueOffset": str(append.logics_offset),
                **self._response_fields, **(more_ext or {})}
-        self.stats.put_count += append.msg_num
+        # under the topic stored to (a delayed message's SCHEDULE_TOPIC_XXXX), as Apache counts it
+        self.stats.on_put(topic, append.msg_num, append.wrote_bytes)
         next_offset = append.wrote_offset + append.wrote_bytes
         sync = self.sync_flush and wait_store
         replica_offset: int | None = None
@@ -410,7 +414,8 @@ class SendMessageProcessor:
             return request.response(ResponseCode.SUCCESS)
         if self.config.broker_role is BrokerRole.SLAVE:
             # a slave's commit log holds only what its master sent: its store refuses the put
-            return self._respond(request, PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE), 0, False)
+            return self._respond(request, PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE),
+                                 RETRY_GROUP_TOPIC_PREFIX + group, 0, False)
         topic = RETRY_GROUP_TOPIC_PREFIX + group
         queue_id = random.randrange(group_config.retry_queue_nums)
         topic_sys_flag = 2 if optional_bool(request, "unitMode") else 0   # TopicSysFlag FLAG_UNIT_SUB
@@ -451,6 +456,11 @@ class SendMessageProcessor:
         result = self.store.put_message(inner)
         if result.status is not PutMessageStatus.PUT_OK:
             return request.response(ResponseCode.SYSTEM_ERROR, result.status.name)
+        # Apache counts a send-back under the message's first topic, and a retry parked for its
+        # delay also as a put to SCHEDULE_TOPIC_XXXX (a %DLQ% or undelayed one not at all)
+        self.stats.on_send_back(group, properties[MessageConst.PROPERTY_RETRY_TOPIC])
+        if store_topic == SCHEDULE_TOPIC and result.append_result is not None:
+            self.stats.on_topic_put(store_topic, 1, result.append_result.wrote_bytes)
         if self.topics.created_unwritten(topic):   # the %RETRY% / %DLQ% topic this call created
             return self._answer_when_durable(request, {}, None, None, True)
         return request.response(ResponseCode.SUCCESS)

@@ -139,6 +139,10 @@ class ConsumeStats(Body):
     def to_json(self) -> dict[str, Any]:
         return {"consumeTps": float(self.consume_tps), "offsetTable": _queue_table_to_json(self.offset_table)}
 
+    def total_diff(self) -> int:
+        """Messages the group is behind, over every queue (Java computeTotalDiff)."""
+        return sum(w.broker_offset - w.consumer_offset for w in self.offset_table.values())
+
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> ConsumeStats:
         return cls(_offset_table_from_json(obj, OffsetWrapper.from_json), _float(obj.get("consumeTps", 0.0)))
@@ -300,6 +304,61 @@ class KVTable(Body):
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> KVTable:
         return cls({str(k): str(v) for k, v in (obj.get("table") or {}).items()})
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerStatsItem:
+    """One window of a stats item: what was added, per second, per call."""
+
+    sum: int = 0
+    tps: float = 0.0
+    avgpt: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"avgpt": float(self.avgpt), "sum": self.sum, "tps": float(self.tps)}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> BrokerStatsItem:
+        return cls(_int(obj.get("sum", 0)), _float(obj.get("tps", 0.0)), _float(obj.get("avgpt", 0.0)))
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerStatsData(Body):
+    """VIEW_BROKER_STATS_DATA (315): one stats item over the last minute, hour and day."""
+
+    stats_minute: BrokerStatsItem = field(default_factory=BrokerStatsItem)
+    stats_hour: BrokerStatsItem = field(default_factory=BrokerStatsItem)
+    stats_day: BrokerStatsItem = field(default_factory=BrokerStatsItem)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"statsDay": self.stats_day.to_json(), "statsHour": self.stats_hour.to_json(),
+                "statsMinute": self.stats_minute.to_json()}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> BrokerStatsData:
+        return cls(*(BrokerStatsItem.from_json(obj.get(k) or {}) for k in ("statsMinute", "statsHour", "statsDay")))
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumeStatsList(Body):
+    """GET_BROKER_CONSUME_STATS (317): every subscription group's ConsumeStats per topic it has
+    offsets in, one ``{group: [ConsumeStats...]}`` map per group, and their summed lag."""
+
+    broker_addr: str = ""
+    consume_stats_list: tuple[dict[str, tuple[ConsumeStats, ...]], ...] = ()
+    total_diff: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"brokerAddr": self.broker_addr,
+                "consumeStatsList": [{group: [s.to_json() for s in stats] for group, stats in entry.items()}
+                                     for entry in self.consume_stats_list],
+                "totalDiff": self.total_diff}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> ConsumeStatsList:
+        entries = tuple({str(group): tuple(ConsumeStats.from_json(s) for s in stats) for group, stats in entry.items()}
+                        for entry in obj.get("consumeStatsList") or ())
+        return cls(str(obj.get("brokerAddr") or ""), entries, _int(obj.get("totalDiff", 0)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ reaches ``int()``.
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from typing import Any, Final
 
 from pyrmq.codec.errors import ProtocolError
@@ -71,3 +72,21 @@ def parse_java_int(text: str, *, bits: int = 64) -> int:
     if not low <= value <= high:
         raise ValueError(f"{text[:32]!r} is out of the range of a {bits}-bit integer")
     return value
+
+
+def java_double(value: float) -> str:
+    """``value`` as Java's ``Double.toString`` writes it (what Apache puts in runtime info and
+    fastjson in bodies): plain decimals from 10^-3 to 10^7, ``1.5E7`` / ``5.0E-4`` outside, with
+    the shortest digits that read back the same (Python's repr picks the same digits)."""
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0:
+        return "-0.0" if str(value).startswith("-") else "0.0"
+    if 1e-3 <= abs(value) < 1e7:
+        return repr(value)   # repr writes plain digits (and a ".0") throughout this range
+    _, digits, exponent = Decimal(repr(abs(value))).as_tuple()
+    text = "".join(map(str, digits)).rstrip("0") or "0"
+    power = len(digits) - 1 + int(exponent)
+    return f"{'-' if value < 0 else ''}{text[0]}.{text[1:] or '0'}E{power}"

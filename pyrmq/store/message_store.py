@@ -60,6 +60,7 @@ from pyrmq.store.model import (
 from pyrmq.store.pull_scan import PullScanner
 from pyrmq.store.recovery import recover_abnormally, recover_normally
 from pyrmq.store.store_lock import StoreLock
+from pyrmq.store.store_stats import StoreStats
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +112,8 @@ class DefaultMessageStore:
         self._bit_map_source: Callable[[RecordInfo], bytes | None] | None = None
         # file expiry and the disk guard; the broker runs it periodically (clean_service.py)
         self.clean_service = CleanService(self)
+        # put and get counters (StoreStatsService); the broker samples them
+        self.stats = StoreStats(int(time.time() * 1000))
 
     @property
     def commit_log(self) -> CommitLog:
@@ -347,6 +350,20 @@ class DefaultMessageStore:
         return PutMessageResult(self._refused(topic, failure.status, failure))
 
     def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
+        started = time.monotonic_ns()
+        result = self._put_message(msg)
+        self._count_put(msg.topic, result, started)
+        return result
+
+    def _count_put(self, topic: str, result: PutMessageResult, started_ns: int) -> None:
+        append = result.append_result
+        if result.status is PutMessageStatus.PUT_OK and append is not None:
+            self.stats.on_put(topic, append.msg_num, append.wrote_bytes,
+                              (time.monotonic_ns() - started_ns) // 1_000_000)
+        else:
+            self.stats.on_put_failed()
+
+    def _put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
         status = self._check(msg) or self._writable(msg.topic, msg.queue_id, msg.sys_flag)
         if status is not None:
             return PutMessageResult(status, None)
@@ -362,6 +379,12 @@ class DefaultMessageStore:
         return PutMessageResult(PutMessageStatus.PUT_OK, result)
 
     def put_messages(self, batch: MessageExtBatch) -> PutMessageResult:
+        started = time.monotonic_ns()
+        result = self._put_messages(batch)
+        self._count_put(batch.topic, result, started)
+        return result
+
+    def _put_messages(self, batch: MessageExtBatch) -> PutMessageResult:
         status = self._check(batch)
         if status is not None:
             return PutMessageResult(status, None)
@@ -418,10 +441,15 @@ class DefaultMessageStore:
         """Read up to ``max_msg_nums`` records of a queue from ``offset`` (codes.md §4.5)."""
         if self._shutdown:
             return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, offset)
+        started = time.monotonic_ns()
         cq = self.consume_queues.get(topic, queue_id)
         if cq is None:
-            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0)
-        return self.pull_scanner.get_message(cq, offset, max_msg_nums, message_filter)
+            result = GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0)
+        else:
+            result = self.pull_scanner.get_message(cq, offset, max_msg_nums, message_filter)
+        self.stats.on_get(result.message_count if result.status is GetMessageStatus.FOUND else 0,
+                          (time.monotonic_ns() - started) // 1_000_000)
+        return result
 
     # ------------------------------------------------------------------ queries
 
@@ -451,6 +479,12 @@ class DefaultMessageStore:
         if cq is None:
             return -1
         return self._unit_store_time(cq, cq.get_min_offset_in_queue())
+
+    def earliest_message_time(self) -> int:
+        """The store time of the commit log's first record; -1 while there is none. (Apache 4.9.7
+        reads it through an 8 MiB window, so it answers -1 until that much was written.)"""
+        record = self.select_one_message_by_offset(self._commit_log.min_offset)
+        return -1 if record is None or len(record) < 64 else pickup_store_timestamp(record)
 
     def get_message_store_timestamp(self, topic: str, queue_id: int, consume_queue_offset: int) -> int:
         cq = self.consume_queues.get(topic, queue_id)

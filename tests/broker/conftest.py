@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import socket
 from dataclasses import dataclass
 
@@ -14,13 +15,11 @@ from pyrmq.remoting.client import RemotingClient
 
 
 def free_port(span: int = 1) -> int:
-    """A port p such that p-2 .. p+span are free now (the broker also binds p-2)."""
-    for _ in range(100):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port < 1100:
-            continue
+    """A port p such that p-2 .. p+span are free now (the broker also binds p-2). Drawn below the
+    kernel's ephemeral range (32768-60999), where a client connection cannot take it between this
+    check and the server's bind."""
+    for _ in range(200):
+        port = random.randrange(20000, 32000)
         try:
             socks = []
             for p in range(port - 2, port + span + 1):
