@@ -29,6 +29,7 @@ from pyrmq.broker.flush_service import FlushService
 from pyrmq.broker.group_admin_processor import register_group_admin_processors
 from pyrmq.broker.runtime_config import RuntimeConfig, register_runtime_config_processor
 from pyrmq.broker.ha_runtime_info import ha_runtime_info
+from pyrmq.broker.metrics import BrokerMetricsCollector, MetricsEndpoint
 from pyrmq.broker.namesrv_registration import NamesrvRegistration
 from pyrmq.broker.offsets_and_groups import ConsumerOffsetManager, SubscriptionGroupManager
 from pyrmq.broker.pull_processor import PullMessageProcessor
@@ -36,7 +37,7 @@ from pyrmq.broker.rebalance_lock import RebalanceLockManager
 from pyrmq.broker.reply_processor import ReplyMessageProcessor
 from pyrmq.broker.recall_processor import RecallMessageProcessor
 from pyrmq.broker.schedule_service import ScheduleMessageService, parse_delay_levels
-from pyrmq.broker.stats_processor import register_stats_processors
+from pyrmq.broker.stats_processor import broker_runtime_info, register_stats_processors
 from pyrmq.broker.send_processor import SendMessageProcessor
 from pyrmq.broker.slave_sync import SlaveSynchronize
 from pyrmq.broker.store_clean_task import StoreCleanTask
@@ -158,6 +159,12 @@ class BrokerController:
         self.accumulation_alarm = AccumulationAlarm(config=self.config, store=self.store,
                                                     topics=self.topic_config_manager,
                                                     offsets=self.consumer_offset_manager)
+        # the opt-in Prometheus endpoint (metricsPort), read on the event loop at each scrape
+        self.metrics = MetricsEndpoint(
+            BrokerMetricsCollector(config=self.config, store=self.store, stats=self.stats,
+                                   topics=self.topic_config_manager, offsets=self.consumer_offset_manager,
+                                   consumers=self.consumer_manager, runtime_info=self.runtime_info),
+            self.config.metrics_bind_address, self.config.metrics_port) if self.config.metrics_port else None
         self.end_transaction_processor = EndTransactionProcessor(config=self.config, store=self.store)
         self.transaction_check_service = TransactionCheckService(
             config=self.config, store=self.store, topics=self.topic_config_manager,
@@ -228,9 +235,7 @@ class BrokerController:
         register_stats_processors(
             table, config=self.config, store=self.store, stats=self.stats, topics=self.topic_config_manager,
             groups=self.subscription_group_manager, offsets=self.consumer_offset_manager,
-            consumers=self.consumer_manager, delay_offsets=lambda: self.schedule_service.offset_table,
-            extra_runtime_info=lambda: {**ha_runtime_info(self), **self._transaction_runtime_info(),
-                                        **self.accumulation_alarm.runtime_info()})
+            consumers=self.consumer_manager, runtime_info_table=self.runtime_info)
         register_group_admin_processors(
             table, is_slave=self.is_slave, groups=self.subscription_group_manager,
             offsets=self.consumer_offset_manager, delay_offsets=self.schedule_service.offsets,
@@ -301,6 +306,13 @@ class BrokerController:
         except OSError as exc:   # a full disk: serve what is stored; the file is written on the next change
             log.error("writing the topic config at start failed: %s", exc)
 
+    def runtime_info(self) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO's table (mqadmin brokerStatus; the metrics endpoint too)."""
+        return broker_runtime_info(
+            self.store, self.stats, lambda: self.schedule_service.offset_table,
+            lambda: {**ha_runtime_info(self), **self._transaction_runtime_info(),
+                     **self.accumulation_alarm.runtime_info()})
+
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Serve until ``stop()``; the store is loaded (recovered) before any port opens."""
         await trio.to_thread.run_sync(self.load)
@@ -323,6 +335,8 @@ class BrokerController:
                     nursery.start_soon(self._housekeeping)
                     nursery.start_soon(self.accumulation_alarm.run)
                     nursery.start_soon(self.stats.run)
+                    if self.metrics is not None:
+                        await nursery.start(self.metrics.server.serve)
                     if self.acl_watcher is not None:
                         nursery.start_soon(self.acl_watcher.run)
                     if not self.is_slave:   # a slave takes the master's progress, it does not deliver

@@ -56,47 +56,57 @@ def human_readable_bytes(count: int) -> str:
     return f"{count / 1024 ** exp:.1f} {'KMGTPE'[exp - 1]}iB"
 
 
+def broker_runtime_info(store: DefaultMessageStore, stats: BrokerStatsManager,
+                        delay_offsets: Callable[[], dict[int, int]],
+                        extra_runtime_info: Callable[[], dict[str, str]] = dict) -> dict[str, str]:
+    """GET_BROKER_RUNTIME_INFO's table: Apache's keys and text forms, and the extra keys
+    (replication, transactions, alarms); ``delay_offsets`` is the schedule service's progress per
+    delay level."""
+    now = int(time.time() * 1000)
+    info = store.stats.runtime_info(now)
+    root = store.config.store_path_root_dir
+    # the clean service's last readings (every cleanResourceInterval), as the put path uses
+    info["commitLogDiskRatio"] = str(store.clean_service.disk_ratios.commit_log)
+    info[f"commitLogDiskRatio_{store.config.commit_log_dir()}"] = info["commitLogDiskRatio"]
+    info["consumeQueueDiskRatio"] = str(store.clean_service.disk_ratios.consume_queue)
+    for level, offset in sorted(delay_offsets().items()):
+        info[f"scheduleMessageOffset_{level}"] = f"{offset},{store.get_max_offset_in_queue(SCHEDULE_TOPIC, level - 1)}"
+    info.update(commitLogMinOffset=str(store.get_min_phy_offset()), commitLogMaxOffset=str(store.get_max_phy_offset()),
+                brokerVersionDesc=BROKER_VERSION_DESC, brokerVersion=str(BROKER_VERSION))
+    info.update(stats.runtime_info())
+    info.update({key: "0" for key in _EMPTY_QUEUES})
+    info.update({key: str(value) for key, value in _QUEUE_CAPACITIES.items()})
+    info.update(
+        # a slave's dispatch of replicated bytes into its queues lags by this much
+        dispatchBehindBytes=str(store.reput.behind()),
+        # puts are synchronous mmap writes on the loop: none is ever in progress when asked
+        pageCacheLockTimeMills="0",
+        earliestMessageTimeStamp=str(store.earliest_message_time()),
+        startAcceptSendRequestTimeStamp="0",
+        remainTransientStoreBufferNumbs=str(_NO_TRANSIENT_POOL),
+        remainHowManyDataToFlush=human_readable_bytes(flush_behind_bytes(store)))
+    if os.path.isdir(root):
+        disk = os.statvfs(root)   # one syscall on the store's file system: not a blocking write
+        info["commitLogDirCapacity"] = (f"Total : {human_readable_bytes(disk.f_blocks * disk.f_frsize)}, "
+                                        f"Free : {human_readable_bytes(disk.f_bavail * disk.f_frsize)}.")
+    info.update(extra_runtime_info())
+    return info
+
+
+def flush_behind_bytes(store: DefaultMessageStore) -> int:
+    """Commit log bytes written but not yet synced to disk."""
+    return max(0, store.get_max_phy_offset() - store.commit_log.flushed_where)
+
+
 def register_stats_processors(table: ProcessorTable, *, config: BrokerConfig, store: DefaultMessageStore,
                               stats: BrokerStatsManager, topics: TopicConfigManager,
                               groups: SubscriptionGroupManager, offsets: ConsumerOffsetManager,
-                              consumers: ConsumerManager, delay_offsets: Callable[[], dict[int, int]],
-                              extra_runtime_info: Callable[[], dict[str, str]] = dict) -> None:
-    """``extra_runtime_info`` adds keys to GET_BROKER_RUNTIME_INFO (replication, transactions,
-    alarms); ``delay_offsets`` is the schedule service's progress per delay level."""
+                              consumers: ConsumerManager, runtime_info_table: Callable[[], dict[str, str]]) -> None:
+    """``runtime_info_table`` is GET_BROKER_RUNTIME_INFO's table (:func:`broker_runtime_info`
+    over the broker's services)."""
 
     def runtime_info(channel: Channel, request: RemotingCommand) -> RemotingCommand:
-        now = int(time.time() * 1000)
-        info = store.stats.runtime_info(now)
-        root = store.config.store_path_root_dir
-        # the clean service's last readings (every cleanResourceInterval), as the put path uses
-        info["commitLogDiskRatio"] = str(store.clean_service.disk_ratios.commit_log)
-        info[f"commitLogDiskRatio_{store.config.commit_log_dir()}"] = info["commitLogDiskRatio"]
-        info["consumeQueueDiskRatio"] = str(store.clean_service.disk_ratios.consume_queue)
-        for level, offset in sorted(delay_offsets().items()):
-            info[f"scheduleMessageOffset_{level}"] = \
-                f"{offset},{store.get_max_offset_in_queue(SCHEDULE_TOPIC, level - 1)}"
-        info.update(commitLogMinOffset=str(store.get_min_phy_offset()),
-                    commitLogMaxOffset=str(store.get_max_phy_offset()),
-                    brokerVersionDesc=BROKER_VERSION_DESC, brokerVersion=str(BROKER_VERSION))
-        info.update(stats.runtime_info())
-        info.update({key: "0" for key in _EMPTY_QUEUES})
-        info.update({key: str(value) for key, value in _QUEUE_CAPACITIES.items()})
-        info.update(
-            # a slave's dispatch of replicated bytes into its queues lags by this much
-            dispatchBehindBytes=str(store.reput.behind()),
-            # puts are synchronous mmap writes on the loop: none is ever in progress when asked
-            pageCacheLockTimeMills="0",
-            earliestMessageTimeStamp=str(store.earliest_message_time()),
-            startAcceptSendRequestTimeStamp="0",
-            remainTransientStoreBufferNumbs=str(_NO_TRANSIENT_POOL),
-            remainHowManyDataToFlush=human_readable_bytes(
-                max(0, store.get_max_phy_offset() - store.commit_log.flushed_where)))
-        if os.path.isdir(root):
-            disk = os.statvfs(root)
-            info["commitLogDirCapacity"] = (f"Total : {human_readable_bytes(disk.f_blocks * disk.f_frsize)}, "
-                                            f"Free : {human_readable_bytes(disk.f_bavail * disk.f_frsize)}.")
-        info.update(extra_runtime_info())
-        return request.response(ResponseCode.SUCCESS, body=KVTable(info).encode())
+        return request.response(ResponseCode.SUCCESS, body=KVTable(runtime_info_table()).encode())
 
     def view_broker_stats_data(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         name = required_str(request, "statsName")

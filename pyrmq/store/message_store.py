@@ -448,7 +448,7 @@ class DefaultMessageStore:
         else:
             result = self.pull_scanner.get_message(cq, offset, max_msg_nums, message_filter)
         self.stats.on_get(result.message_count if result.status is GetMessageStatus.FOUND else 0,
-                          (time.monotonic_ns() - started) // 1_000_000)
+                          (time.monotonic_ns() - started) // 1_000_000, result.suggest_pulling_from_slave)
         return result
 
     # ------------------------------------------------------------------ queries
