@@ -190,8 +190,9 @@ def snake_name(name: str) -> str:
 
 
 def _camel(name: str) -> str:
+    """Apache's spelling of a key: ``brokerIP1``, ``checkCRCOnRecover``."""
     head, *rest = name.split("_")
-    return head + "".join(part.upper() if re.fullmatch(r"ip\d*", part) else part.capitalize() for part in rest)
+    return head + "".join(part.upper() if re.fullmatch(r"ip\d*|crc", part) else part.capitalize() for part in rest)
 
 
 def convert_value(key: str, raw: str, typ: Any) -> Any:
@@ -377,6 +378,8 @@ def as_properties(loaded: LoadedConfig) -> dict[str, str]:
                 value = value.name
             elif isinstance(value, bool):
                 value = str(value).lower()
+            elif value is None and f.name == "store_path_commit_log":
+                value = loaded.store.commit_log_dir()   # Apache reports the directory in use
             result[_camel(f.name)] = "" if value is None else str(value)
     return result
 

@@ -100,6 +100,8 @@ class BrokerController:
                                     self.config.expect_consumer_num_use_filter),
             lambda: self.config.filter_data_clean_time_span)
         self.consumer_manager.on_group_removed = self.consumer_filter_manager.unregister
+        # the bloom filter decides how long the ConsumeQueueExt bitmaps are; reported as Apache does
+        self.store_config.bit_map_length_consume_queue_ext = self.consumer_filter_manager.bloom.m
         self.producer_manager = ProducerManager(self.config.channel_expired_timeout)
         self.rebalance_lock_manager = RebalanceLockManager()
         self.store = DefaultMessageStore(self.store_config)
