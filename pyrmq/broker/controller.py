@@ -47,6 +47,7 @@ from pyrmq.broker.end_transaction import EndTransactionProcessor
 from pyrmq.codec import fastjson
 from pyrmq.broker.transaction_check import TransactionCheckService
 from pyrmq.broker.usage_admin_processor import register_usage_admin_processors
+from pyrmq.broker.inspect_processor import register_inspect_processors
 from pyrmq.codec.codes import RequestCode, ResponseCode
 from pyrmq.codec.remoting import RemotingCommand
 from pyrmq.ha.config import HAConfig
@@ -246,6 +247,8 @@ class BrokerController:
             producers=self.producer_manager, consumers=self.consumer_manager, offsets=self.consumer_offset_manager)
         register_consumer_call_processors(table, broker_name=self.config.broker_name, store=self.store,
                                           consumers=self.consumer_manager)
+        register_inspect_processors(table, store=self.store, consumers=self.consumer_manager,
+                                    producers=self.producer_manager)
         register_runtime_config_processor(table, RuntimeConfig(self.loaded_config, self.config_persister,
                                                                self._on_permission_change))
         return table
