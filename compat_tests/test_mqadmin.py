@@ -18,8 +18,8 @@ pyrmq output must equal Apache's once the values that must differ are masked (``
 Anything else is compared as printed, line by line, exceptions included (mqadmin prints a failed
 command's stack trace; its frames are dropped, its messages kept).
 
-Subcommands compared (46 subcommands in 57 command lines), in the scenario's order: updateTopic
-(cluster, broker), updateSubGroup (cluster, broker), topicList (plain, -c), topicRoute (a topic, an
+Subcommands compared (46 subcommands in 58 command lines), in the scenario's order: updateTopic
+(cluster, broker, the group's retry topic), updateSubGroup (cluster, broker), topicList (plain, -c), topicRoute (a topic, an
 unknown topic), topicStatus, topicClusterList, clusterList, getBrokerConfig (-b, -c),
 updateBrokerConfig, getNamesrvConfig, updateNamesrvConfig, queryMsgById, queryMsgByKey,
 queryMsgByUniqueKey, queryMsgByOffset, printMsg, printMsgByQueue, queryCq, consumerProgress (a
@@ -32,8 +32,10 @@ deleteSubGroup, deleteTopic, exportMetadata and exportConfigs (with the files th
 queryMsgTraceById (no trace topic: the error).
 
 Where Apache's own output would vary from run to run, the scenario pins it: sends name their
-queue (the producer's default selector starts at a random queue), the consumer commits once its
-retry queue is assigned too (else consumerProgress shows that row or not), and two outputs are
+queue (the producer's default selector starts at a random queue); the group's retry topic is
+created before its consumer starts, which commits once that queue is assigned too (else the
+consumer learns the retry route only at its next 30 s poll, and consumerProgress shows that row or
+not); and two outputs are
 compared as sets of lines, getBrokerConfig and getNamesrvConfig, which print a
 java.util.Properties in its hash table's order (pyrmq's own settings, ``PYRMQ_ONLY_KEYS``, are
 left out of pyrmq's). clusterList's version and load figures come from GET_BROKER_RUNTIME_INFO
@@ -102,6 +104,7 @@ updateTopic -c DefaultCluster -t MqTopic -r 4 -w 4
 updateTopic -b {broker} -t MqTopicDel -r 2 -w 2
 updateSubGroup -c DefaultCluster -g MqGroup
 updateSubGroup -b {broker} -g MqSubGroup -r 3 -q 2
+updateTopic -c DefaultCluster -t %RETRY%MqGroup -r 1 -w 1
 @produce MqProducerGroup MqTopic 8 TagA,TagB
 @consume MqGroup MqTopic 8
 topicList
