@@ -42,8 +42,7 @@ async def test_query_consume_queue_lists_the_units_from_an_index(cluster):
         assert body["filterData"] == "offline_g@TopicCq is not online!" and "subscriptionData" not in body
         past = await inv(cluster.broker_addr, make_request(QUERY_CONSUME_QUEUE, {
             "topic": "TopicCq", "queueId": "0", "index": "4000", "count": "1"}))
-        assert (past.code, past.remark) == (0, "Index 4000 of 0@TopicCq is not exist!")
-        assert fastjson.loads(past.body) == {"maxQueueIndex": 3, "minQueueIndex": 0}
+        assert (past.code, past.remark, past.body) == (0, "Index 4000 of 0@TopicCq is not exist!", None)
         none = await inv(cluster.broker_addr, make_request(QUERY_CONSUME_QUEUE, {
             "topic": "TopicNoCq", "queueId": "2", "index": "0", "count": "1"}))
         assert (none.code, none.remark, none.body) == (ResponseCode.SYSTEM_ERROR, "2@TopicNoCq is not exist!", None)
