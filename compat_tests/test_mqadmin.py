@@ -225,7 +225,7 @@ def _run(kind: str, request, tmp_path_factory, client: JavaClient) -> Run:
             event["out"] += f"\n--- {written}\n" + (export_dir / written).read_text()
     run = Run(kind, srv.namesrv_addr, srv.broker_addr, export_dir, outputs, result.sent, seconds)
     # What the comparison sees, for a reader of a failure (pytest's temp directory).
-    (workdir / "masked.txt").write_text("".join(
+    (workdir / "masked.txt").write_text(f"# {kind}: the mqadmin JVM ran {seconds:.1f} s\n" + "".join(
         f"### {c.step:02d} {c.line}\n" + "".join(f"{line}\n" for line in mask_event(outputs.get(c.step), run))
         for c in COMMANDS))
     return run

@@ -64,7 +64,6 @@ final class MqAdmin {
         values.put("broker", o.str("broker"));
         prepareHome();
         guardExit();
-        List<AutoCloseable> online = new ArrayList<>();
         int sent = 0;
         int step = 0;
         try {
@@ -75,10 +74,10 @@ final class MqAdmin {
                 String[] words = line.split("\t");
                 switch (words[0]) {
                     case "@produce":
-                        sent = produce(namesrv, words, values, sent, online);
+                        sent = produce(namesrv, words, values, sent);
                         break;
                     case "@consume":
-                        consume(namesrv, words, online);
+                        consume(namesrv, words);
                         break;
                     case "@sleep":
                         Thread.sleep(Long.parseLong(words[1]));
@@ -169,8 +168,8 @@ final class MqAdmin {
         return w;
     }
 
-    private static int produce(String namesrv, String[] words, Map<String, String> values, int first,
-                               List<AutoCloseable> online) throws Exception {
+    private static int produce(String namesrv, String[] words, Map<String, String> values, int first)
+        throws Exception {
         String topic = words[2];
         int count = Integer.parseInt(words[3]);
         List<String> tags = Arrays.asList(words[4].split(","));
@@ -178,7 +177,6 @@ final class MqAdmin {
         p.setNamesrvAddr(namesrv);
         p.setInstanceName(ScenarioRunner.INSTANCE_BASE + "-mqadmin-" + words[1]);
         p.start();
-        online.add(p::shutdown);
         // A fixed queue per message: the default selector starts at a random queue, and the
         // outputs of the two brokers could not be compared line by line.
         MessageQueueSelector byIndex = (mqs, msg, arg) -> mqs.get((Integer) arg % mqs.size());
@@ -196,7 +194,7 @@ final class MqAdmin {
         return first + count;
     }
 
-    private static void consume(String namesrv, String[] words, List<AutoCloseable> online) throws Exception {
+    private static void consume(String namesrv, String[] words) throws Exception {
         int count = Integer.parseInt(words[3]);
         AtomicInteger received = new AtomicInteger();
         DefaultMQPushConsumer c = new DefaultMQPushConsumer(words[1]);
@@ -209,7 +207,6 @@ final class MqAdmin {
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
         });
         c.start();
-        online.add(c::shutdown);
         long deadline = System.currentTimeMillis() + 30_000;
         while (received.get() < count) {
             if (System.currentTimeMillis() > deadline) {
