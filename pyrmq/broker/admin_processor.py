@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pyrmq.broker.config import BrokerRole, as_properties
+from pyrmq.broker.config import BrokerRole
+from pyrmq.broker.reported_config import reported_properties
 from pyrmq.broker.group_admin_processor import master_only
 from pyrmq.broker.topic_config import TopicConfig, is_system_topic, validate_topic
 from pyrmq.codec import fastjson
@@ -146,7 +147,7 @@ def register_admin_processors(table: ProcessorTable, *, loaded_config: LoadedCon
         return request.response(ResponseCode.SUCCESS, body=topics.encode().encode())
 
     def broker_config(channel: Channel, request: RemotingCommand) -> RemotingCommand:
-        text = "".join(f"{k}={v}\n" for k, v in sorted(as_properties(loaded_config).items()))
+        text = "".join(f"{k}={v}\n" for k, v in sorted(reported_properties(loaded_config).items()))
         return request.response(ResponseCode.SUCCESS,
                                 ext_fields={"version": fastjson.dumps(topics.data_version.to_json())},
                                 body=text.encode())

@@ -190,9 +190,8 @@ def snake_name(name: str) -> str:
 
 
 def _camel(name: str) -> str:
-    """Apache's spelling of a key: ``brokerIP1``, ``checkCRCOnRecover``."""
     head, *rest = name.split("_")
-    return head + "".join(part.upper() if re.fullmatch(r"ip\d*|crc", part) else part.capitalize() for part in rest)
+    return head + "".join(part.upper() if re.fullmatch(r"ip\d*", part) else part.capitalize() for part in rest)
 
 
 def convert_value(key: str, raw: str, typ: Any) -> Any:
@@ -230,6 +229,8 @@ class LoadedConfig:
     # plain_acl.yml is looked for; None without a file.
     config_file: Path | None = None
     config_dir: Path | None = None
+    # broker.conf keys that are no pyrmq setting, as given (GET_BROKER_CONFIG reports Apache's).
+    apache_only: dict[str, str] = field(default_factory=dict)
 
     @property
     def plain_acl_file(self) -> Path:
@@ -262,6 +263,7 @@ def build_config(properties: dict[str, str]) -> LoadedConfig:
     broker_kwargs: dict[str, Any] = {}
     store_kwargs: dict[str, Any] = {}
     bad: list[str] = []   # every bad value is reported at once, not the first one only
+    apache_only: dict[str, str] = {}
     for key, raw in properties.items():
         name = snake_name(key)
         try:
@@ -278,7 +280,8 @@ def build_config(properties: dict[str, str]) -> LoadedConfig:
             continue
         elif is_tls_key(key):
             continue
-        elif key in _STORE_KEYS_WITHOUT_EFFECT:
+        apache_only[key] = raw.strip()
+        if key in _STORE_KEYS_WITHOUT_EFFECT:
             log.warning("broker.conf: %s=%s has no effect in pyrmq (%s)", key, raw,
                         _STORE_KEYS_WITHOUT_EFFECT[key])
         elif key not in _ACCEPTED_WITHOUT_EFFECT:
@@ -297,7 +300,7 @@ def build_config(properties: dict[str, str]) -> LoadedConfig:
         bad.append(f"broker.conf: {exc}")
     if bad:
         raise ConfigError("\n".join(bad))
-    return LoadedConfig(broker, store, tls)
+    return LoadedConfig(broker, store, tls, apache_only=apache_only)
 
 
 def validate_config(broker: BrokerConfig, store: MessageStoreConfig, bad: list[str] | None = None) -> None:
@@ -378,8 +381,6 @@ def as_properties(loaded: LoadedConfig) -> dict[str, str]:
                 value = value.name
             elif isinstance(value, bool):
                 value = str(value).lower()
-            elif value is None and f.name == "store_path_commit_log":
-                value = loaded.store.commit_log_dir()   # Apache reports the directory in use
             result[_camel(f.name)] = "" if value is None else str(value)
     return result
 

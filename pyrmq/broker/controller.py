@@ -48,6 +48,7 @@ from pyrmq.broker.end_transaction import EndTransactionProcessor
 from pyrmq.codec import fastjson
 from pyrmq.broker.transaction_check import TransactionCheckService
 from pyrmq.broker.usage_admin_processor import register_usage_admin_processors
+from pyrmq.broker.inspect_processor import register_inspect_processors
 from pyrmq.codec.codes import RequestCode, ResponseCode
 from pyrmq.codec.remoting import RemotingCommand
 from pyrmq.ha.config import HAConfig
@@ -100,8 +101,6 @@ class BrokerController:
                                     self.config.expect_consumer_num_use_filter),
             lambda: self.config.filter_data_clean_time_span)
         self.consumer_manager.on_group_removed = self.consumer_filter_manager.unregister
-        # the bloom filter decides how long the ConsumeQueueExt bitmaps are; reported as Apache does
-        self.store_config.bit_map_length_consume_queue_ext = self.consumer_filter_manager.bloom.m
         self.producer_manager = ProducerManager(self.config.channel_expired_timeout)
         self.rebalance_lock_manager = RebalanceLockManager()
         self.store = DefaultMessageStore(self.store_config)
@@ -250,6 +249,8 @@ class BrokerController:
             producers=self.producer_manager, consumers=self.consumer_manager, offsets=self.consumer_offset_manager)
         register_consumer_call_processors(table, broker_name=self.config.broker_name, store=self.store,
                                           consumers=self.consumer_manager)
+        register_inspect_processors(table, store=self.store, consumers=self.consumer_manager,
+                                    producers=self.producer_manager)
         register_runtime_config_processor(table, RuntimeConfig(self.loaded_config, self.config_persister,
                                                                self._on_permission_change))
         return table
