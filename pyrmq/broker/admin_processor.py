@@ -8,7 +8,7 @@ A slave refuses the topic writes as Apache's validateSlave does."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from pyrmq.broker.config import BrokerRole
 from pyrmq.broker.reported_config import reported_properties
@@ -39,8 +39,10 @@ QUERY_NOT_FOUND_REMARK = "can not find message, maybe time range not correct"
 
 def register_admin_processors(table: ProcessorTable, *, loaded_config: LoadedConfig, store: DefaultMessageStore,
                               topics: TopicConfigManager, offsets: ConsumerOffsetManager,
-                              persister: ConfigPersister) -> None:
-    """Register the offset-query and topic-administration processors over the services they use."""
+                              persister: ConfigPersister,
+                              on_topic_deleted: Callable[[str], None] = lambda topic: None) -> None:
+    """Register the offset-query and topic-administration processors over the services they use;
+    ``on_topic_deleted`` is told of each topic DELETE_TOPIC_IN_BROKER removed."""
     broker = loaded_config.broker
     is_slave = broker.broker_role is BrokerRole.SLAVE
 
@@ -113,6 +115,7 @@ def register_admin_processors(table: ProcessorTable, *, loaded_config: LoadedCon
         topics.delete(topic)
         offsets.remove_topic(topic)
         store.delete_topics({topic})
+        on_topic_deleted(topic)
         return persister.answer_when_written(request, topics.path.name)
 
     # mqadmin cleanUnusedTopic / cleanExpiredCQ / deleteExpiredCommitLog: SUCCESS whatever was found,

@@ -126,6 +126,8 @@ class BrokerConfig:
     # set, and then on loopback unless metricsBindAddress says otherwise.
     metrics_port: int = 0
     metrics_bind_address: str = "127.0.0.1"
+    # Apache's key: DELETE_TOPIC_IN_BROKER / DELETE_SUBSCRIPTIONGROUP also drop the stats items
+    auto_delete_unused_stats: bool = False
     slave_timeout: int = 3000        # how long a SYNC_MASTER send waits for a slave's acknowledgement (ms)
     # Reads from slaves (Apache's key): a pull answer suggests the group's whichBrokerWhenConsumeSlowly
     # when the data pulled is no longer in memory, else the group's brokerId; false: always the master.

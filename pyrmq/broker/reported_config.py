@@ -25,7 +25,6 @@ _PROCESSORS = os.cpu_count() or 1
 # Apache's default values.
 APACHE_ONLY_DEFAULTS: dict[str, str] = {
     "adminBrokerThreadPoolNums": "16",
-    "autoDeleteUnusedStats": "false",
     "brokerFastFailureEnable": "true",
     "channelNotActiveInterval": "60000",
     "clientAsyncSemaphoreValue": "65535",
