@@ -123,7 +123,10 @@ def reference_of(got: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.compat_exclude("pyrmq", "client5")      # the 4.9.8 admin, as the 4.x dashboard
 @pytest.mark.compat_exclude("apache", "client5")
 @pytest.mark.compat_exclude("pyrmq-split", "client5")
-def test_dashboard_admin_calls_match_apache(server, java_client, names, server_kind):
+def test_dashboard_admin_calls_match_apache(server_factory, java_client, names, server_kind):
+    # A server of this test alone: the list answers (topics, groups, consume stats in the broker)
+    # must hold nothing of other tests.
+    server = server_factory()
     run = java_client.run("dashboard", namesrv=server.namesrv_addr, topic=names.topic, group=names.group)
     context = {server.broker_addr: "<ADDR>", server.namesrv_addr: "<NAMESRV>", names.topic: "<TOPIC>",
                names.group: "<GROUP>", str(server.config.workdir): "<ROOT>"}

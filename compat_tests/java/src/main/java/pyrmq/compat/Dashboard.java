@@ -124,9 +124,9 @@ final class Dashboard {
             call("queryConsumeTimeSpan", () -> admin.queryConsumeTimeSpan(topic, group));
             call("queryMessage", () -> admin.queryMessage(topic, "key3", 32, 0, Long.MAX_VALUE));
             call("viewMessageByUniqueKey", () -> admin.viewMessage(topic, lastUnique));
-            call("viewMessageByOffsetId", () -> admin.viewMessage(firstOffsetId));
-            call("messageTrackDetail", () -> admin.messageTrackDetail(admin.viewMessage(firstOffsetId)));
-            call("consumeMessageDirectly", () -> admin.consumeMessageDirectly(group, clientId, firstOffsetId));
+            call("viewMessageByOffsetId", () -> admin.viewMessage(topic, firstOffsetId));
+            call("messageTrackDetail", () -> admin.messageTrackDetail(admin.viewMessage(topic, firstOffsetId)));
+            call("consumeMessageDirectly", () -> admin.consumeMessageDirectly(group, clientId, topic, firstOffsetId));
             call("resetOffsetByTimestamp", () -> admin.resetOffsetByTimestamp(topic, group, 0L, true));
             call("getNameServerConfig", () -> admin.getNameServerConfig(List.of(namesrv)));
         } finally {
