@@ -4,6 +4,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.Callable;
+import java.util.concurrent.atomic.AtomicInteger;
 
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
@@ -78,11 +79,22 @@ final class Dashboard {
                 uniqueId = r.getMsgId();
             }
             consumer.subscribe(topic, "*");
-            consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) ->
-                ConsumeConcurrentlyStatus.CONSUME_SUCCESS);
+            AtomicInteger consumed = new AtomicInteger();
+            consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+                consumed.addAndGet(msgs.size());
+                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+            });
             consumer.start();
             Json.event("consumer_started").emit();
-            // committed offsets reach the broker every persistConsumerOffsetInterval
+            // the client's first offset commit comes 10 s after its start (then every
+            // persistConsumerOffsetInterval): once all is consumed, commit at once
+            while (consumed.get() < count) {
+                if (System.currentTimeMillis() > deadline + 30_000) {
+                    throw new IllegalStateException("group " + group + " consumed " + consumed.get());
+                }
+                Thread.sleep(20);
+            }
+            consumer.getDefaultMQPushConsumerImpl().persistConsumerOffset();
             while (true) {
                 try {   // 206 (no offsets) until the consumer's first commit
                     var stats = admin.examineConsumeStats(group);
@@ -98,6 +110,18 @@ final class Dashboard {
                     throw new IllegalStateException("group " + group + " did not catch up");
                 }
                 Thread.sleep(200);
+            }
+            // the producer registers with its first heartbeat, 1 s after its start
+            while (true) {
+                try {
+                    admin.examineProducerConnectionInfo(group + "_producer", topic);
+                    break;
+                } catch (Exception e) {
+                    if (System.currentTimeMillis() > deadline + 30_000) {
+                        throw e;
+                    }
+                    Thread.sleep(100);
+                }
             }
             Json.event("scene_ready").emit();
             String clientId = admin.examineConsumerConnectionInfo(group).getConnectionSet().iterator().next()
