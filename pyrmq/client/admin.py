@@ -104,7 +104,7 @@ class AdminClient:
     def __init__(self, namesrv: str | None, *, credentials: AclCredentials | None = None,
                  ssl_context: ssl.SSLContext | None = None, timeout: float = DEFAULT_TIMEOUT_S) -> None:
         self.instance = ClientInstance(namesrv, ssl_context=ssl_context, timeout=timeout, credentials=credentials,
-                                       instance_name="pyrmq-admin")
+                                       instance_name="pyrmq-admin", heartbeats=False)
         self._queue_turn = itertools.count()
 
     async def __aenter__(self) -> AdminClient:

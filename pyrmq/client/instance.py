@@ -13,6 +13,7 @@ import math
 import ssl
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from types import TracebackType
 from typing import Any, Final, TypeVar
 
@@ -43,6 +44,9 @@ log = logging.getLogger(__name__)
 
 # An ACL 1.0 account: (accessKey, secretKey).
 AclCredentials = tuple[str, str]
+# The account the requests of the current task are signed with when the instance has none of its
+# own: a server acting for several users at once (the console) sets it around each user's calls.
+signing_as: ContextVar[AclCredentials | None] = ContextVar("signing_as", default=None)
 
 # Java's defaults: sendMsgTimeout / the admin RPC timeout, pollNameServerInterval,
 # heartbeatBrokerInterval.
@@ -87,11 +91,13 @@ class ClientInstance:
                  instance_name: str | None = None, timeout: float = DEFAULT_TIMEOUT_S,
                  route_refresh_interval: float = ROUTE_REFRESH_S,
                  heartbeat_interval: float = HEARTBEAT_INTERVAL_S,
-                 credentials: AclCredentials | None = None) -> None:
+                 credentials: AclCredentials | None = None, heartbeats: bool = True) -> None:
         """``namesrv=None``: a client that only talks to brokers it is given (``pyrmq dlq -b``);
-        ``credentials``: every request is signed as ACL 1.0 clients sign (AclClientRPCHook)."""
+        ``credentials``: every request is signed as ACL 1.0 clients sign (AclClientRPCHook);
+        ``heartbeats=False``: a client of no group (the admin client) does not register with brokers."""
         self.namesrv_addrs = parse_namesrv(namesrv) if namesrv is not None else []
         self.credentials = credentials
+        self.heartbeats = heartbeats
         self.ip = local_ip()
         self.client_id = make_client_id(self.ip, instance_name)
         self.timeout = timeout
@@ -167,8 +173,9 @@ class ClientInstance:
             raise MQConnectError(f"{addr}: {type(exc).__name__}: {exc}") from None
 
     def _sign(self, request: RemotingCommand) -> None:
-        if self.credentials is not None:
-            access_key, secret_key = self.credentials
+        credentials = self.credentials or signing_as.get()
+        if credentials is not None:
+            access_key, secret_key = credentials
             request.ext_fields = sign_ext_fields(request.ext_fields or {}, body_bytes(request) or None,
                                                  access_key, secret_key)
 
@@ -234,7 +241,7 @@ class ClientInstance:
             raise MQClientError(ResponseCode.SYSTEM_ERROR, str(exc)) from None
         self._routes[topic] = (route, started)
         new = route.all_broker_addrs() - self._heartbeated
-        if new and self._nursery is not None:
+        if new and self._nursery is not None and self.heartbeats:
             self._nursery.start_soon(self._heartbeat, sorted(new))
         return route
 
@@ -284,7 +291,8 @@ class ClientInstance:
                         log.warning("route refresh for %s failed: %s", topic, exc)
             if now >= next_heartbeat:
                 next_heartbeat = now + self.heartbeat_interval
-                await self.heartbeat_all()
+                if self.heartbeats:
+                    await self.heartbeat_all()
 
 
 G = TypeVar("G", bound="GroupClient")
