@@ -98,4 +98,10 @@ def runtime_figures(info: Mapping[str, str]) -> dict[str, Any]:
             "msgPutTotalTodayNow", "msgGetTotalTodayNow", "putTps", "getTransferedTps", "dispatchBehindBytes",
             "haConnectionCount", "slaveFallBehindMuch", "masterAddr", "haConnected", "masterOffset")
     return {"putTps": first_rate(info.get("putTps")), "getTps": first_rate(info.get("getTransferedTps")),
+            # live counters: the charts take their per-second rates from two polls of these
+            "putTotal": _count(info.get("msgPutTotalTodayNow")), "getTotal": _count(info.get("msgGetTotalTodayNow")),
             "info": {k: info[k] for k in keys if k in info}}
+
+
+def _count(value: str | None) -> int:
+    return int(value) if value and value.isdigit() else 0

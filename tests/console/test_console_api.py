@@ -192,7 +192,9 @@ async def test_live_figures_for_the_charts(cluster):
     commit(cluster, "LiveG", "LiveT", {0: 0})
     live = (await call(cluster, "GET", "/api/live?group=LiveG")).json()
     assert abs(live["time"] - time.time() * 1000) < 10_000
-    assert set(live["brokers"]) == {"broker-a"} and set(live["brokers"]["broker-a"]) == {"putTps", "getTps"}
+    assert set(live["brokers"]) == {"broker-a"}
+    assert set(live["brokers"]["broker-a"]) == {"putTps", "getTps", "putTotal", "getTotal"}
+    assert (live["brokers"]["broker-a"]["putTotal"], live["brokers"]["broker-a"]["getTotal"]) == (1, 0)
     assert live["group"] == {"group": "LiveG", "lag": 1, "consumeTps": 0.0}
 
 

@@ -264,18 +264,24 @@ async function pageCharts(root) {
   const lagCanvas = el("canvas", { id: "lag-chart" }), lagLegend = el("div", { class: "legend" });
   const group = el("input", { name: "group", placeholder: "consumer group" });
   root.replaceChildren(el("h2", {}, "Live charts"),
-    el("h3", {}, "Put and get TPS per master (10 s window)"), tpsCanvas, tpsLegend,
+    el("h3", {}, "Messages put and got per second, per master"), tpsCanvas, tpsLegend,
     el("h3", {}, "Lag and consume TPS of ", group), lagCanvas, lagLegend);
   const tps = new window.LineChart(tpsCanvas, tpsLegend);
   const lag = new window.LineChart(lagCanvas, lagLegend);
   let watched = "";
+  const last = {};   // broker -> the previous poll's totals: a rate is the difference over the time between
+
   group.addEventListener("change", () => { watched = group.value.trim(); lag.series.clear(); });
   async function poll() {
     try {
       const data = await api("live", watched ? { group: watched } : undefined);
       for (const [name, b] of Object.entries(data.brokers)) {
-        tps.add(name + " put", data.time, b.putTps);
-        tps.add(name + " get", data.time, b.getTps);
+        const before = last[name];
+        last[name] = { time: data.time, put: b.putTotal, get: b.getTotal };
+        if (!before || data.time <= before.time) continue;
+        const seconds = (data.time - before.time) / 1000;
+        tps.add(name + " put/s", data.time, Math.max(0, Math.round((b.putTotal - before.put) / seconds)));
+        tps.add(name + " get/s", data.time, Math.max(0, Math.round((b.getTotal - before.get) / seconds)));
       }
       tps.draw();
       if (data.group) {
