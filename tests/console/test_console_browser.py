@@ -37,6 +37,14 @@ def _playwright():
     return sync_playwright
 
 
+def submit(page, form: str, answer: str, values: dict[str, str]) -> None:
+    """Fill the form's inputs by name, submit it and wait for ``answer`` to appear."""
+    for name, value in values.items():
+        page.fill(f"{form} input[name={name}]", value)
+    page.click(f"{form} button[type=submit]")
+    page.wait_for_selector(answer)
+
+
 def wait_for_number(page, selector: str, attribute: str, at_least: int) -> int:
     """Polls from here: the page's CSP forbids the string evaluation of wait_for_function."""
     deadline = time.monotonic() + STEP_TIMEOUT_MS / 1000
@@ -90,11 +98,8 @@ async def test_console_pages_drive_the_broker(cluster, tmp_path):
                 page.screenshot(path=str(tmp_path / "console-cluster.png"))
 
                 page.click("nav a[data-page=topics]")
-                page.fill("#create-topic input[name=topic]", "BrowserT")
-                page.fill("#create-topic input[name=writeQueueNums]", "2")
-                page.fill("#create-topic input[name=readQueueNums]", "2")
-                page.click("#create-topic button[type=submit]")
-                page.wait_for_selector("#topic-result .ok")
+                submit(page, "#create-topic", "#topic-result .ok",
+                       {"topic": "BrowserT", "writeQueueNums": "2", "readQueueNums": "2"})
                 seen["created"] = page.inner_text("#topic-result")
                 seen["topic_row"] = page.inner_text("#topics tr[data-topic=BrowserT]")
                 page.screenshot(path=str(tmp_path / "console-topics.png"))
@@ -103,10 +108,7 @@ async def test_console_pages_drive_the_broker(cluster, tmp_path):
 
                 page.goto(url + "#/messages")
                 page.select_option("#find-messages select[name=mode]", "by-key")
-                page.fill("#find-messages input[name=topic]", "BrowserT")
-                page.fill("#find-messages input[name=key]", "order-1")
-                page.click("#find-messages button[type=submit]")
-                page.wait_for_selector("#message-results .message")
+                submit(page, "#find-messages", "#message-results .message", {"topic": "BrowserT", "key": "order-1"})
                 seen["found"] = page.inner_text("#message-results")
                 page.click("#message-results .message button:text('hex')")
                 seen["hex"] = page.inner_text("#message-results .message pre.body")
@@ -115,9 +117,7 @@ async def test_console_pages_drive_the_broker(cluster, tmp_path):
                 page.goto(url + f"#/group/{group}")
                 page.wait_for_selector("#group-queues tr[data-queue='BrowserT/broker-a/1']")
                 seen["dlq_count"] = page.inner_text("#dlq-count")
-                page.fill("#reset-offset input[name=when]", "2020-01-01T00:00:00")
-                page.click("#reset-offset button[type=submit]")
-                page.wait_for_selector("#group-result .ok")
+                submit(page, "#reset-offset", "#group-result .ok", {"when": "2020-01-01T00:00:00"})
                 seen["reset"] = page.inner_text("#group-result")
                 page.click("#show-dlq")
                 page.wait_for_selector("#dlq .message")
