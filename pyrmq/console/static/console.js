@@ -5,6 +5,7 @@
 
 const view = () => document.getElementById("view");
 let pageTimer = null;   // the live page's poll; stopped when the page changes
+let chartGeneration = 0;
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -190,11 +191,12 @@ async function pageGroup(root, name) {
     el("p", {}, `Model ${g.messageModel || "-"} · lag ${g.lag} · consume TPS ${g.consumeTps.toFixed(2)} · `,
       el("span", { id: "retry-count" }, `retry ${g.retryMessages}`), " · ",
       el("span", { id: "dlq-count" }, `dead letters ${g.dlqMessages}`)),
-    el("h3", {}, "Members"),
-    table(["Client id", "Address", "Language", "Version"], g.members.map(m => el("tr", {},
-      el("td", {}, m.clientId), el("td", {}, m.clientAddr), el("td", {}, m.language), num(m.version))), { id: "members" }),
-    el("h3", {}, "Subscriptions"),
-    table(["Topic", "Expression"], Object.entries(g.subscriptions).map(([t, s]) => el("tr", {}, el("td", {}, t), el("td", {}, s)))),
+    el("h3", {}, "Members and subscriptions"),
+    g.members.length ? [
+      table(["Client id", "Address", "Language", "Version"], g.members.map(m => el("tr", {},
+        el("td", {}, m.clientId), el("td", {}, m.clientAddr), el("td", {}, m.language), num(m.version))), { id: "members" }),
+      table(["Topic", "Expression"], Object.entries(g.subscriptions).map(([t, s]) => el("tr", {}, el("td", {}, t), el("td", {}, s))))]
+      : el("p", { class: "muted", id: "members" }, "No consumer of this group is online (offsets are rewritten directly on reset)."),
     el("h3", {}, "Queues"), reset, result, queues,
     el("h3", {}, "Dead letters"), el("button", { class: "secondary", id: "show-dlq", onclick: showDlq }, "List dead letters"), dlq);
   await showQueues();
@@ -292,8 +294,12 @@ async function pageCharts(root) {
       status("updated " + new Date(data.time).toLocaleTimeString());
     } catch (error) { status(String(error.message || error), "error"); }
   }
-  // one poll at a time: the next starts a second after the last answer
-  const next = async () => { await poll(); if (pageTimer) pageTimer = setTimeout(next, 1000); };
+  // one poll at a time, the next a second after the last answer; a poll of a page left behind stops
+  const generation = ++chartGeneration;
+  const next = async () => {
+    await poll();
+    if (generation === chartGeneration && pageTimer) pageTimer = setTimeout(next, 1000);
+  };
   pageTimer = setTimeout(next, 0);
 }
 
@@ -303,6 +309,7 @@ const PAGES = { cluster: pageCluster, topics: pageTopics, groups: pageGroups, me
 
 async function route() {
   if (pageTimer) { clearTimeout(pageTimer); pageTimer = null; }
+  chartGeneration += 1;
   const [page, arg] = (location.hash.replace(/^#\//, "") || "cluster").split("/");
   document.querySelectorAll("nav a").forEach(a => a.classList.toggle("active",
     a.dataset.page === page || (page === "group" && a.dataset.page === "groups")));
