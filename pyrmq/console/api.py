@@ -131,14 +131,15 @@ class ConsoleApi:
     # --- consumer groups --------------------------------------------------------------------
 
     async def groups(self) -> dict[str, Any]:
+        masters = await self.admin.all_master_addrs()
         names: dict[str, list[str]] = {}
-        for broker_name, addr in (await self.admin.all_master_addrs()).items():
+        for broker_name, addr in masters.items():
             for group in await self.admin.subscription_groups(addr):
                 names.setdefault(group, []).append(broker_name)
         rows = []
         for group, brokers in sorted(names.items()):
             lag, tps, members = 0, 0.0, 0
-            for addr in await self._group_addrs(brokers):
+            for addr in (masters[name] for name in brokers):
                 stats = await self.admin.consume_stats(addr, group)
                 lag += stats.total_diff()
                 tps += stats.consume_tps
@@ -147,10 +148,6 @@ class ConsoleApi:
             rows.append({"group": group, "system": group in SYSTEM_GROUPS, "brokers": brokers, "lag": lag,
                          "consumeTps": tps, "members": members})
         return {"groups": rows}
-
-    async def _group_addrs(self, broker_names: list[str]) -> list[str]:
-        masters = await self.admin.all_master_addrs()
-        return [masters[name] for name in broker_names if name in masters]
 
     async def group(self, name: Any) -> dict[str, Any]:
         group = group_arg(name)

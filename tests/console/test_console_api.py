@@ -9,8 +9,15 @@ import pytest
 import trio
 
 from pyrmq.broker.config import ConfigError, build_config
+from pyrmq.broker.controller import BrokerController
+from pyrmq.codec.admin_bodies import ResetOffsetBody
+from pyrmq.codec.codes import RequestCode
+from pyrmq.codec.remoting import make_request
+from pyrmq.remoting.client import RemotingClient
+from pyrmq.remoting.dispatch import ProcessorTable
 from tests.broker.conftest import broker_properties
 from tests.broker.rmq import pull, send
+from tests.broker.test_consumers import heartbeat
 from tests.broker.test_dead_letters import dead_letter   # CONSUMER_SEND_MSG_BACK with delayLevel -1
 from tests.console.conftest import call
 
@@ -237,3 +244,36 @@ def test_console_port_is_checked_and_off_by_default(tmp_path):
     assert (loaded.broker.console_port, loaded.broker.console_bind_address) == (0, "127.0.0.1")
     with pytest.raises(ConfigError, match="consolePort=70000 is not a TCP port"):
         build_config(broker_properties(tmp_path, 9876, consolePort=70000))
+
+
+async def test_reset_offset_with_a_consumer_online_goes_through_the_broker(cluster):
+    """INVOKE_BROKER_TO_RESET_OFFSET (222): the broker sends the new offsets to each online client
+    (RESET_CONSUMER_CLIENT_OFFSET, 220), which resets and commits them itself, as Apache's."""
+    await create_topic(cluster, "OnlineT", 1)
+    for _ in range(4):
+        await send_to(cluster, "OnlineT", 0, b"x")
+    commit(cluster, "OnlineG", "OnlineT", {0: 4})
+    told = []
+    table = ProcessorTable("client")
+    table.register(220, lambda channel, request: told.append(
+        (request.field("group"), ResetOffsetBody.decode(bytes(request.body)).offset_table)))
+    async with RemotingClient(table) as consumer:
+        beat = await consumer.invoke(cluster.broker_addr, make_request(
+            RequestCode.HEART_BEAT, body=heartbeat("OnlineG", "10.0.0.9@online", "OnlineT")))
+        assert beat.code == 0
+        members = (await call(cluster, "GET", "/api/group?group=OnlineG")).json()["members"]
+        assert [m["clientId"] for m in members] == ["10.0.0.9@online"]
+        answer = await call(cluster, "POST", "/api/groups/reset-offset",
+                            {"group": "OnlineG", "topic": "OnlineT", "timestamp": 0})
+        assert answer.json()["offsets"] == [{"brokerName": "broker-a", "queueId": 0, "offset": 0}]
+        with trio.fail_after(10):
+            while not told:
+                await trio.sleep(0.01)
+    [(group, table_told)] = told
+    assert group == "OnlineG" and {mq.queue_id: offset for mq, offset in table_told.items()} == {0: 0}
+    # the stored offset is the client's to commit
+    assert cluster.broker.consumer_offset_manager.query_offset("OnlineG", "OnlineT", 0) == 4
+
+
+def test_the_console_is_off_unless_configured(tmp_path):
+    assert BrokerController(build_config(broker_properties(tmp_path, 9876))).console is None
