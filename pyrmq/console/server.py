@@ -10,6 +10,7 @@ plain_acl.yml, and the console's remoting requests for it are signed as that acc
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import ssl
@@ -67,6 +68,9 @@ class ConsoleServer:
     def __init__(self, host: str, port: int, namesrv: str | None, *, admin_secret: AdminSecretLookup | None = None,
                  ssl_context: ssl.SSLContext | None = None) -> None:
         self.namesrv = namesrv or None
+        # On loopback, only loopback names: a web page whose own name is re-pointed at 127.0.0.1
+        # (DNS rebinding) would otherwise be same-origin with the console.
+        self.loopback_hosts = _LOOPBACK_HOSTS if _is_loopback(host) else None
         self.admin_secret = admin_secret
         self.ssl_context = ssl_context
         self.static = _load_static()
@@ -103,6 +107,9 @@ class ConsoleServer:
             await self.server.serve(task_status=task_status)
 
     async def _handle(self, request: HttpRequest) -> HttpResponse:
+        if self.loopback_hosts is not None and _host_name(request.headers.get("host", "")) not in self.loopback_hosts:
+            return HttpResponse(403, b"the console on loopback answers to 127.0.0.1, [::1] or localhost only\n",
+                                headers=dict(SECURITY_HEADERS))
         account = None
         if self.admin_secret is not None:
             account = admin_account(request.headers.get("authorization"), self.admin_secret)
@@ -146,6 +153,21 @@ class ConsoleServer:
             allowed = "GET" if path in self._get_routes else "POST"
             return HttpResponse(405, b"method not allowed\n", headers={"allow": allowed})
         return _json(404, {"error": f"no such endpoint: {path}"})
+
+
+_LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "::1", "localhost"})
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def _host_name(host_header: str) -> str:
+    """The name of a Host header, without its port (``[::1]:8080`` -> ``::1``)."""
+    return (urlsplit("//" + host_header).hostname or "") if host_header else ""
 
 
 def _query(target: str) -> dict[str, str]:

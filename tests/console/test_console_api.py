@@ -277,3 +277,12 @@ async def test_reset_offset_with_a_consumer_online_goes_through_the_broker(clust
 
 def test_the_console_is_off_unless_configured(tmp_path):
     assert BrokerController(build_config(broker_properties(tmp_path, 9876))).console is None
+
+
+async def test_on_loopback_only_loopback_host_names_are_answered(cluster):
+    """A page of another site whose name is re-pointed at 127.0.0.1 (DNS rebinding) sends its own
+    name as Host: refused."""
+    assert (await call(cluster, "GET", "/api/cluster", headers={"Host": "evil.example"})).status == 403
+    assert (await call(cluster, "GET", "/", headers={"Host": "evil.example:80"})).status == 403
+    for host in ("localhost", f"localhost:{cluster.broker.console.port}", "127.0.0.1", "[::1]:8080"):
+        assert (await call(cluster, "GET", "/", headers={"Host": host})).status == 200, host
