@@ -87,6 +87,23 @@ class ConsoleApi:
                          "maxOffset": sum(q["maxOffset"] for q in queues), "messages": _sum_messages(queues)})
         return {"topics": rows}
 
+    async def topic(self, name: Any) -> dict[str, Any]:
+        """One topic: each queue's offsets, and each consuming group's position and lag in it."""
+        topic = topic_arg(name)
+        addrs = await self.admin.master_addrs(topic)
+        if not addrs:
+            raise BadRequest(f"topic {topic} does not exist")
+        queues: list[dict[str, Any]] = []
+        consumers: list[dict[str, Any]] = []
+        for broker_name, addr in sorted(addrs.items()):
+            queues += topic_offsets_json(broker_name, await self.admin.topic_stats(addr, topic))
+            for group in await self.admin.topic_consumers(addr, topic):
+                rows = [r for r in consume_queues_json(await self.admin.consume_stats(addr, group, topic))
+                        if r["topic"] == topic]
+                consumers.append({"group": group, "brokerName": broker_name, "lag": sum(r["lag"] for r in rows),
+                                  "queues": rows})
+        return {"topic": topic, "queues": queues, "consumers": consumers}
+
     async def save_topic(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """Create a topic on every master, or change the queue counts on the brokers that have it."""
         topic = topic_arg(body.get("topic"))

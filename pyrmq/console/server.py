@@ -80,6 +80,7 @@ class ConsoleServer:
         self._get_routes: dict[str, Callable[[ConsoleApi, Query], Awaitable[dict[str, Any]]]] = {
             "/api/cluster": lambda a, q: a.cluster(),
             "/api/topics": lambda a, q: a.topics(),
+            "/api/topic": lambda a, q: a.topic(q.get("topic")),
             "/api/groups": lambda a, q: a.groups(),
             "/api/group": lambda a, q: a.group(q.get("group")),
             "/api/messages/by-id": lambda a, q: a.message_by_id(q),

@@ -79,6 +79,12 @@ async def test_topics_create_count_change_and_drained_first_delete(cluster):
 
     # a group that has consumed part of it: the topic turns read-only and stays, with what is left
     commit(cluster, "ConsoleG", "ConsoleT", {0: 1, 1: 2, 2: 0, 3: 0})
+    detail = (await call(cluster, "GET", "/api/topic?topic=ConsoleT")).json()
+    assert [(q["queueId"], q["minOffset"], q["maxOffset"]) for q in detail["queues"]] == [
+        (0, 0, 3), (1, 0, 2), (2, 0, 0), (3, 0, 0)]
+    assert [(c["group"], c["lag"], [r["consumerOffset"] for r in c["queues"]]) for c in detail["consumers"]] == [
+        ("ConsoleG", 2, [1, 2, 0, 0])]
+    assert (await call(cluster, "GET", "/api/topic?topic=NoSuchT")).status == 400
     answer = await call(cluster, "POST", "/api/topics/delete", {"topic": "ConsoleT"})
     assert answer.status == 200
     result = answer.json()

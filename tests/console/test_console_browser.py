@@ -106,6 +106,10 @@ async def test_console_pages_drive_the_broker(cluster, tmp_path):
 
                 trio.from_thread.run(produce)
 
+                page.click("#topics tr[data-topic=BrowserT] a")
+                page.wait_for_selector("#topic-queues tr[data-queue='broker-a/1']")
+                seen["topic_queues"] = page.inner_text("#topic-queues tbody")
+
                 page.goto(url + "#/messages")
                 page.select_option("#find-messages select[name=mode]", "by-key")
                 submit(page, "#find-messages", "#message-results .message", {"topic": "BrowserT", "key": "order-1"})
@@ -152,6 +156,10 @@ async def test_console_pages_drive_the_broker(cluster, tmp_path):
     config = cluster.broker.topic_config_manager.select("BrowserT")
     assert (config.read_queue_nums, config.write_queue_nums) == (2, 2)
     assert str(seen["topic_row"]).startswith("BrowserT")
+    queue_rows = [row.split("\t")[:4] for row in str(seen["topic_queues"]).splitlines()]
+    assert queue_rows[0][:2] == ["broker-a", "0"] and queue_rows[1][:2] == ["broker-a", "1"]
+    # order 0, order 2 | order 1, the poison pill; and the first ticks of the traffic, maybe
+    assert all(int(r[3]) >= 2 for r in queue_rows) and len(queue_rows) == 2
     assert "1 message(s)" in str(seen["found"]) and "order 1" in str(seen["found"])
     assert seen["hex"] == b"order 1".hex()
     assert seen["dlq_count"] == "dead letters 1"

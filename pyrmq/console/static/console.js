@@ -1,4 +1,4 @@
-/* The console's single-page app: hash routes (#/cluster, #/topics, #/groups, #/group/NAME,
+/* The console's single-page app: hash routes (#/cluster, #/topics, #/topic/NAME, #/groups, #/group/NAME,
    #/messages, #/charts), each page a function that calls the JSON API under /api/ and builds its
    DOM with el() (text nodes only: nothing a broker returns is ever parsed as HTML). */
 "use strict";
@@ -106,7 +106,8 @@ async function pageTopics(root) {
     const rows = data.topics.filter(t => showSystem.checked || !t.system).map(t => {
       const queues = el("input", { type: "number", min: 1, max: 1024, value: t.writeQueueNums });
       return el("tr", { "data-topic": t.topic },
-        el("td", {}, t.topic), el("td", {}, t.brokers.join(", ")), num(t.perm), num(t.readQueueNums),
+        el("td", {}, el("a", { href: "#/topic/" + encodeURIComponent(t.topic) }, t.topic)),
+        el("td", {}, t.brokers.join(", ")), num(t.perm), num(t.readQueueNums),
         num(t.writeQueueNums), num(t.maxOffset), num(t.messages),
         el("td", {}, queues, " ",
           el("button", { class: "secondary", onclick: () => changeQueues(t, Number(queues.value)) }, "Set queues"), " ",
@@ -141,6 +142,21 @@ async function pageTopics(root) {
     } catch (error) { showError(result, error); }
   }
   await fill();
+}
+
+async function pageTopic(root, name) {
+  const t = await api("topic", { topic: name });
+  root.replaceChildren(el("h2", {}, "Topic ", t.topic),
+    el("h3", {}, "Queues"),
+    table(["Broker", "Queue", "Min offset", "Max offset", "Last stored"], t.queues.map(q =>
+      el("tr", { "data-queue": `${q.brokerName}/${q.queueId}` }, el("td", {}, q.brokerName), num(q.queueId),
+        num(q.minOffset), num(q.maxOffset), el("td", {}, time(q.lastUpdateTimestamp)))), { id: "topic-queues" }),
+    el("h3", {}, "Consumer groups"),
+    t.consumers.length
+      ? table(["Group", "Broker", "Lag"], t.consumers.map(c => el("tr", { "data-group": c.group },
+        el("td", {}, el("a", { href: "#/group/" + encodeURIComponent(c.group) }, c.group)),
+        el("td", {}, c.brokerName), num(c.lag))), { id: "topic-consumers" })
+      : el("p", { class: "muted", id: "topic-consumers" }, "No group consumes this topic."));
 }
 
 /* --- consumer groups ----------------------------------------------------------------------- */
@@ -312,11 +328,13 @@ async function route() {
   chartGeneration += 1;
   const [page, arg] = (location.hash.replace(/^#\//, "") || "cluster").split("/");
   document.querySelectorAll("nav a").forEach(a => a.classList.toggle("active",
-    a.dataset.page === page || (page === "group" && a.dataset.page === "groups")));
+    a.dataset.page === page || (page === "group" && a.dataset.page === "groups")
+    || (page === "topic" && a.dataset.page === "topics")));
   const root = view();
   root.replaceChildren(el("p", { class: "muted" }, "Loading…"));
   try {
     if (page === "group") await pageGroup(root, decodeURIComponent(arg || ""));
+    else if (page === "topic") await pageTopic(root, decodeURIComponent(arg || ""));
     else await (PAGES[page] || pageCluster)(root);
     root.dataset.page = page;
     status("");
