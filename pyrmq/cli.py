@@ -74,7 +74,9 @@ def namesrv_config(args) -> NamesrvConfig:
     config = NamesrvConfig()
     if args.config:
         try:
-            config = NamesrvConfig.from_properties(parse_properties(Path(args.config).read_text("utf-8")))
+            props = parse_properties(Path(args.config).read_text("utf-8"))
+            # Apache's NamesrvStartup: the -c file is where the config is stored
+            config = NamesrvConfig.from_properties({**props, "configStorePath": str(Path(args.config).absolute())})
         except OSError as exc:
             raise ConfigError(f"cannot read {args.config}: {exc.strerror}") from None
         except ValueError as exc:

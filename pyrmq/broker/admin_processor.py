@@ -8,9 +8,10 @@ A slave refuses the topic writes as Apache's validateSlave does."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
-from pyrmq.broker.config import BrokerRole, as_properties
+from pyrmq.broker.config import BrokerRole
+from pyrmq.broker.reported_config import reported_properties
 from pyrmq.broker.group_admin_processor import master_only
 from pyrmq.broker.topic_config import TopicConfig, is_system_topic, validate_topic
 from pyrmq.codec import fastjson
@@ -38,8 +39,10 @@ QUERY_NOT_FOUND_REMARK = "can not find message, maybe time range not correct"
 
 def register_admin_processors(table: ProcessorTable, *, loaded_config: LoadedConfig, store: DefaultMessageStore,
                               topics: TopicConfigManager, offsets: ConsumerOffsetManager,
-                              persister: ConfigPersister) -> None:
-    """Register the offset-query and topic-administration processors over the services they use."""
+                              persister: ConfigPersister,
+                              on_topic_deleted: Callable[[str], None] = lambda topic: None) -> None:
+    """Register the offset-query and topic-administration processors over the services they use;
+    ``on_topic_deleted`` is told of each topic DELETE_TOPIC_IN_BROKER removed."""
     broker = loaded_config.broker
     is_slave = broker.broker_role is BrokerRole.SLAVE
 
@@ -112,6 +115,7 @@ def register_admin_processors(table: ProcessorTable, *, loaded_config: LoadedCon
         topics.delete(topic)
         offsets.remove_topic(topic)
         store.delete_topics({topic})
+        on_topic_deleted(topic)
         return persister.answer_when_written(request, topics.path.name)
 
     # mqadmin cleanUnusedTopic / cleanExpiredCQ / deleteExpiredCommitLog: SUCCESS whatever was found,
@@ -146,7 +150,7 @@ def register_admin_processors(table: ProcessorTable, *, loaded_config: LoadedCon
         return request.response(ResponseCode.SUCCESS, body=topics.encode().encode())
 
     def broker_config(channel: Channel, request: RemotingCommand) -> RemotingCommand:
-        text = "".join(f"{k}={v}\n" for k, v in sorted(as_properties(loaded_config).items()))
+        text = "".join(f"{k}={v}\n" for k, v in sorted(reported_properties(loaded_config).items()))
         return request.response(ResponseCode.SUCCESS,
                                 ext_fields={"version": fastjson.dumps(topics.data_version.to_json())},
                                 body=text.encode())

@@ -130,6 +130,8 @@ class BrokerConfig:
     # loopback unless consoleBindAddress says otherwise; with aclEnable it asks for an admin account.
     console_port: int = 0
     console_bind_address: str = "127.0.0.1"
+    # Apache's key: DELETE_TOPIC_IN_BROKER / DELETE_SUBSCRIPTIONGROUP also drop the stats items
+    auto_delete_unused_stats: bool = False
     slave_timeout: int = 3000        # how long a SYNC_MASTER send waits for a slave's acknowledgement (ms)
     # Reads from slaves (Apache's key): a pull answer suggests the group's whichBrokerWhenConsumeSlowly
     # when the data pulled is no longer in memory, else the group's brokerId; false: always the master.
@@ -233,6 +235,8 @@ class LoadedConfig:
     # plain_acl.yml is looked for; None without a file.
     config_file: Path | None = None
     config_dir: Path | None = None
+    # broker.conf keys that are no pyrmq setting, as given (GET_BROKER_CONFIG reports Apache's).
+    apache_only: dict[str, str] = field(default_factory=dict)
 
     @property
     def plain_acl_file(self) -> Path:
@@ -265,6 +269,7 @@ def build_config(properties: dict[str, str]) -> LoadedConfig:
     broker_kwargs: dict[str, Any] = {}
     store_kwargs: dict[str, Any] = {}
     bad: list[str] = []   # every bad value is reported at once, not the first one only
+    apache_only: dict[str, str] = {}
     for key, raw in properties.items():
         name = snake_name(key)
         try:
@@ -281,7 +286,8 @@ def build_config(properties: dict[str, str]) -> LoadedConfig:
             continue
         elif is_tls_key(key):
             continue
-        elif key in _STORE_KEYS_WITHOUT_EFFECT:
+        apache_only[key] = raw.strip()
+        if key in _STORE_KEYS_WITHOUT_EFFECT:
             log.warning("broker.conf: %s=%s has no effect in pyrmq (%s)", key, raw,
                         _STORE_KEYS_WITHOUT_EFFECT[key])
         elif key not in _ACCEPTED_WITHOUT_EFFECT:
@@ -300,7 +306,7 @@ def build_config(properties: dict[str, str]) -> LoadedConfig:
         bad.append(f"broker.conf: {exc}")
     if bad:
         raise ConfigError("\n".join(bad))
-    return LoadedConfig(broker, store, tls)
+    return LoadedConfig(broker, store, tls, apache_only=apache_only)
 
 
 def validate_config(broker: BrokerConfig, store: MessageStoreConfig, bad: list[str] | None = None) -> None:

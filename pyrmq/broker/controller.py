@@ -49,6 +49,7 @@ from pyrmq.broker.end_transaction import EndTransactionProcessor
 from pyrmq.codec import fastjson
 from pyrmq.broker.transaction_check import TransactionCheckService
 from pyrmq.broker.usage_admin_processor import register_usage_admin_processors
+from pyrmq.broker.inspect_processor import register_inspect_processors
 from pyrmq.codec.codes import RequestCode, ResponseCode
 from pyrmq.codec.remoting import RemotingCommand
 from pyrmq.ha.config import HAConfig
@@ -245,7 +246,8 @@ class BrokerController:
         register_check_client_config(table, self.config)
         register_admin_processors(
             table, loaded_config=self.loaded_config, store=self.store, topics=self.topic_config_manager,
-            offsets=self.consumer_offset_manager, persister=self.config_persister)
+            offsets=self.consumer_offset_manager, persister=self.config_persister,
+            on_topic_deleted=self._forget_topic_stats)
         register_stats_processors(
             table, config=self.config, store=self.store, stats=self.stats, topics=self.topic_config_manager,
             groups=self.subscription_group_manager, offsets=self.consumer_offset_manager,
@@ -253,7 +255,7 @@ class BrokerController:
         register_group_admin_processors(
             table, is_slave=self.is_slave, groups=self.subscription_group_manager,
             offsets=self.consumer_offset_manager, delay_offsets=self.schedule_service.offsets,
-            persister=self.config_persister)
+            persister=self.config_persister, on_group_deleted=self._forget_group_stats)
         register_consumer_admin_processors(
             table, broker_name=self.config.broker_name, store=self.store, topics=self.topic_config_manager,
             offsets=self.consumer_offset_manager, consumers=self.consumer_manager, stats=self.stats)
@@ -262,6 +264,8 @@ class BrokerController:
             producers=self.producer_manager, consumers=self.consumer_manager, offsets=self.consumer_offset_manager)
         register_consumer_call_processors(table, broker_name=self.config.broker_name, store=self.store,
                                           consumers=self.consumer_manager)
+        register_inspect_processors(table, store=self.store, consumers=self.consumer_manager,
+                                    producers=self.producer_manager)
         register_runtime_config_processor(table, RuntimeConfig(self.loaded_config, self.config_persister,
                                                                self._on_permission_change))
         return table
@@ -319,6 +323,16 @@ class BrokerController:
             self.topic_config_manager.persist()
         except OSError as exc:   # a full disk: serve what is stored; the file is written on the next change
             log.error("writing the topic config at start failed: %s", exc)
+
+    # autoDeleteUnusedStats (Apache's key, off by default as there): a deleted topic's or group's
+    # stats items go with it; otherwise VIEW_BROKER_STATS_DATA still answers for them
+    def _forget_topic_stats(self, topic: str) -> None:
+        if self.config.auto_delete_unused_stats:
+            self.stats.on_topic_deleted(topic)
+
+    def _forget_group_stats(self, group: str) -> None:
+        if self.config.auto_delete_unused_stats:
+            self.stats.on_group_deleted(group)
 
     def runtime_info(self) -> dict[str, str]:
         """GET_BROKER_RUNTIME_INFO's table (mqadmin brokerStatus; the metrics endpoint too)."""

@@ -59,8 +59,10 @@ def decode_group_config(body: bytes | None) -> SubscriptionGroupConfig | None:
 
 def register_group_admin_processors(table: ProcessorTable, *, is_slave: bool, groups: SubscriptionGroupManager,
                                     offsets: ConsumerOffsetManager, delay_offsets: DelayOffsetTable,
-                                    persister: ConfigPersister) -> None:
-    """Register the group-administration and config-table processors over the managers they use."""
+                                    persister: ConfigPersister,
+                                    on_group_deleted: Callable[[str], None] = lambda group: None) -> None:
+    """Register the group-administration and config-table processors over the managers they use;
+    ``on_group_deleted`` is told of each group DELETE_SUBSCRIPTIONGROUP removed."""
 
     def table_body(request: RemotingCommand, text: str) -> RemotingCommand:
         # Apache answers SYSTEM_ERROR "No ... in this broker" for an empty encoding, which its
@@ -81,6 +83,7 @@ def register_group_admin_processors(table: ProcessorTable, *, is_slave: bool, gr
             groups.persist_later()
         if optional_bool(request, "removeOffset"):
             offsets.remove_group(group)
+        on_group_deleted(group)
         return persister.answer_when_written(request, groups.path.name)
 
     table.register(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, master_only(is_slave, update_group))

@@ -13,6 +13,7 @@ import trio
 from pyrmq.broker.topic_config import is_readable, is_writeable
 from pyrmq.codec import fastjson
 from pyrmq.codec.codes import RequestCode, ResponseCode
+from pyrmq.codec.java_order import hash_map_order
 from pyrmq.codec.remoting import make_request
 from pyrmq.common.guard import ServiceGuard
 from pyrmq.remoting.channel import ChannelClosedError, RemotingTimeoutError
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REGISTER_TIMEOUT_S = 6.0
+# Apache's TopicConfigManager table: new ConcurrentHashMap(1024), which sizes itself to 2048 buckets.
+TOPIC_CONFIG_TABLE_CAPACITY = 2048
 
 
 class NamesrvRegistration:
@@ -50,7 +53,9 @@ class NamesrvRegistration:
 
     def _body(self) -> bytes:
         topics = self.ctl.topic_config_manager
-        table = {n: c.to_json() for n, c in topics.table.items()}
+        # in the order of Apache's topicConfigTable (a ConcurrentHashMap(1024): 2048 buckets),
+        # which is the order the NameServer first learns the topics in
+        table = {n: topics.table[n].to_json() for n in hash_map_order(topics.table, TOPIC_CONFIG_TABLE_CAPACITY)}
         permission = self.ctl.config.broker_permission
         if not (is_readable(permission) and is_writeable(permission)):
             # Apache: a broker that is not readable and writable registers every topic with its

@@ -387,3 +387,89 @@ class LockBatchResult(Body):
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> LockBatchResult:
         return cls(tuple(MessageQueue.from_json(mq) for mq in obj.get("lockOKMQSet") or ()))
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerInfo:
+    """One producer connection in GET_ALL_PRODUCER_INFO; ``remote_ip`` is the socket address as
+    Java prints it (``/host:port``)."""
+
+    client_id: str
+    remote_ip: str
+    language: str
+    version: int
+    last_update_timestamp: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"clientId": self.client_id, "language": self.language,
+                "lastUpdateTimestamp": self.last_update_timestamp, "remoteIP": self.remote_ip,
+                "version": self.version}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> ProducerInfo:
+        return cls(str(obj["clientId"]), str(obj.get("remoteIP", "")), str(obj.get("language", "JAVA")),
+                   _int(obj.get("version", 0)), _int(obj.get("lastUpdateTimestamp", 0)))
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerTableInfo(Body):
+    """GET_ALL_PRODUCER_INFO (328, mqadmin producer): every producer group's connections."""
+
+    data: dict[str, tuple[ProducerInfo, ...]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"data": {group: [p.to_json() for p in infos] for group, infos in self.data.items()}}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> ProducerTableInfo:
+        return cls({str(g): tuple(ProducerInfo.from_json(p) for p in infos or ())
+                    for g, infos in (obj.get("data") or {}).items()})
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumeQueueData:
+    """One consume queue unit in QUERY_CONSUME_QUEUE; the optional members are left out when None."""
+
+    physic_offset: int
+    physic_size: int
+    tags_code: int
+    extend_data_json: str | None = None
+    bit_map: str | None = None
+    eval: bool = False
+    msg: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"bitMap": self.bit_map, "eval": self.eval, "extendDataJson": self.extend_data_json,
+                "msg": self.msg, "physicOffset": self.physic_offset, "physicSize": self.physic_size,
+                "tagsCode": self.tags_code}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> ConsumeQueueData:
+        return cls(_int(obj["physicOffset"]), _int(obj["physicSize"]), _int(obj["tagsCode"]),
+                   obj.get("extendDataJson"), obj.get("bitMap"), bool(obj.get("eval", False)), obj.get("msg"))
+
+
+@dataclass(frozen=True, slots=True)
+class QueryConsumeQueueResponseBody(Body):
+    """QUERY_CONSUME_QUEUE (321, mqadmin queryCq): units of one queue from an index, and, when a
+    group was named, its subscription and filter."""
+
+    max_queue_index: int
+    min_queue_index: int
+    queue_data: tuple[ConsumeQueueData, ...] | None = None
+    subscription_data: Subscription | None = None
+    filter_data: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"filterData": self.filter_data, "maxQueueIndex": self.max_queue_index,
+                "minQueueIndex": self.min_queue_index,
+                "queueData": None if self.queue_data is None else [u.to_json() for u in self.queue_data],
+                "subscriptionData": None if self.subscription_data is None else self.subscription_data.to_json()}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> QueryConsumeQueueResponseBody:
+        units = obj.get("queueData")
+        sub = obj.get("subscriptionData")
+        return cls(_int(obj.get("maxQueueIndex", 0)), _int(obj.get("minQueueIndex", 0)),
+                   None if units is None else tuple(ConsumeQueueData.from_json(u) for u in units),
+                   None if sub is None else Subscription.from_json(sub), obj.get("filterData"))

@@ -34,6 +34,10 @@ class NamesrvConfig:
     bind_address: str = "0.0.0.0"
     kv_config_path: str = field(default_factory=lambda: os.path.join(Path.home(), "namesrv", "kvConfig.json"))
     order_message_enable: bool = False
+    # Where Apache would write its config (the -c file, else ~/namesrv/namesrv.properties);
+    # reported by GET_NAMESRV_CONFIG, never written: pyrmq keeps runtime changes in memory.
+    config_store_path: str = field(
+        default_factory=lambda: os.path.join(Path.home(), "namesrv", "namesrv.properties"))
     # The broker.conf keys of the same meaning (serverChannelMaxIdleTimeSeconds,
     # partialFrameTimeoutSeconds); standalone passes the broker's values.
     server_channel_max_idle_time_seconds: int = 120
@@ -53,7 +57,7 @@ class NamesrvConfig:
         for key, raw in props.items():
             name = _PROPERTY_FIELDS.get(key)
             if name is None:
-                if not is_tls_key(key):
+                if not is_tls_key(key) and key not in APACHE_ONLY_DEFAULTS and key != "rocketmqHome":
                     log.warning("namesrv.conf: unknown key %s ignored", key)
                 continue
             current = getattr(config, name)
@@ -66,7 +70,10 @@ class NamesrvConfig:
         return config
 
     def as_properties(self) -> dict[str, str]:
-        return {"listenPort": str(self.listen_port), "kvConfigPath": self.kv_config_path,
+        """Apache's key set (NamesrvConfig and NettyServerConfig) plus pyrmq's own keys."""
+        return {**APACHE_ONLY_DEFAULTS, "rocketmqHome": os.environ.get("ROCKETMQ_HOME", ""),
+                "configStorePath": self.config_store_path,
+                "listenPort": str(self.listen_port), "kvConfigPath": self.kv_config_path,
                 "writeAllowedAddresses": self.write_allowed_addresses,
                 "orderMessageEnable": str(self.order_message_enable).lower(),
                 "serverChannelMaxIdleTimeSeconds": str(self.server_channel_max_idle_time_seconds),
@@ -74,7 +81,16 @@ class NamesrvConfig:
                 "serverChannelWriteTimeoutSeconds": str(self.server_channel_write_timeout_seconds)}
 
 
+# Apache 4.9.7 NameServer settings pyrmq does not use, with Apache's defaults.
+APACHE_ONLY_DEFAULTS = {
+    "productEnvName": "center", "clusterTest": "false",
+    "serverWorkerThreads": "8", "serverCallbackExecutorThreads": "0", "serverSelectorThreads": "3",
+    "serverOnewaySemaphoreValue": "256", "serverAsyncSemaphoreValue": "64", "serverSocketSndBufSize": "0",
+    "serverSocketRcvBufSize": "0", "writeBufferHighWaterMark": "0", "writeBufferLowWaterMark": "0",
+    "serverSocketBacklog": "1024", "serverPooledByteBufAllocatorEnable": "true", "useEpollNativeSelector": "false",
+}
 _PROPERTY_FIELDS = {"listenPort": "listen_port", "kvConfigPath": "kv_config_path",
+                    "configStorePath": "config_store_path",
                     "orderMessageEnable": "order_message_enable",
                     "serverChannelMaxIdleTimeSeconds": "server_channel_max_idle_time_seconds",
                     "partialFrameTimeoutSeconds": "partial_frame_timeout_seconds",

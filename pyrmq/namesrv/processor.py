@@ -14,6 +14,7 @@ from pyrmq.codec.errors import ProtocolError
 from pyrmq.codec.namesrv_bodies import TopicList
 from pyrmq.codec.remoting import RemotingCommand
 from pyrmq.namesrv.kv_config import KVLimitError
+from pyrmq.namesrv.runtime_config import UPDATE_NAMESRV_CONFIG, parse_runtime_changes
 from pyrmq.remoting.channel import Channel
 from pyrmq.remoting.deferred import Deferred
 from pyrmq.remoting.dispatch import ProcessorTable, RequestError
@@ -197,6 +198,13 @@ def build_processors(*, config: NamesrvConfig, routes: RouteInfoManager, kv: KVC
             return request.response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace}")
         return request.response(ResponseCode.SUCCESS, body=KVTable(table_).encode())
 
+    def update_config(channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        if request.body:
+            changes = parse_runtime_changes(request.body)
+            config.order_message_enable = changes.get("orderMessageEnable", config.order_message_enable)
+            log.info("NameServer config changed by %s: %s", channel.remote_addr, changes)
+        return request.response(ResponseCode.SUCCESS)
+
     def get_config(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         text = "".join(f"{k}={v}\n" for k, v in sorted(config.as_properties().items()))
         return request.response(ResponseCode.SUCCESS, body=text.encode())
@@ -216,5 +224,6 @@ def build_processors(*, config: NamesrvConfig, routes: RouteInfoManager, kv: KVC
     table.register(RequestCode.GET_KV_CONFIG, get_kv)
     table.register(RequestCode.DELETE_KV_CONFIG, delete_kv)
     table.register(RequestCode.GET_KVLIST_BY_NAMESPACE, kv_list)
+    table.register(UPDATE_NAMESRV_CONFIG, update_config)
     table.register(319, get_config)  # GET_NAMESRV_CONFIG
     return table

@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyrmq.codec import namesrv_bodies
+from pyrmq.codec.java_order import hash_map_order
 
 log = logging.getLogger(__name__)
 
 MASTER_ID = 0
+TOPIC_QUEUE_TABLE_CAPACITY = 1024   # Apache's RouteInfoManager: new HashMap<>(1024)
 # A broker that has not re-registered for this long is dropped (Java BROKER_CHANNEL_EXPIRED_TIME).
 BROKER_CHANNEL_EXPIRED_MS = 120_000
 
@@ -244,7 +246,8 @@ class RouteInfoManager:
             {c: tuple(sorted(names)) for c, names in self.cluster_addr_table.items()})
 
     def all_topics(self) -> list[str]:
-        return list(self.topic_queue_table)
+        # Apache's topicQueueTable is a HashMap(1024); mqadmin topicList prints in its order
+        return hash_map_order(self.topic_queue_table, TOPIC_QUEUE_TABLE_CAPACITY)
 
     def topics_by_cluster(self, cluster: str) -> list[str]:
         names = self.cluster_addr_table.get(cluster, set())

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from pyrmq.codec.codes import RequestCode, ResponseCode
 from pyrmq.codec.remoting import RemotingCommand
 from pyrmq.common.acl.address import AddressPattern, parse_address_pattern, remote_host
+from pyrmq.namesrv.runtime_config import UPDATE_NAMESRV_CONFIG
 from pyrmq.remoting.channel import Channel
 from pyrmq.remoting.errors import RequestError
 
@@ -23,7 +24,6 @@ log = logging.getLogger(__name__)
 
 __all__ = ["WRITE_CODES", "WriteGuard", "parse_allow_list"]
 
-UPDATE_NAMESRV_CONFIG = 318
 
 # Every code that changes what the NameServer answers. QUERY_DATA_VERSION is among them: when the
 # version is unchanged it renews the broker's lease, so a stranger could keep a dead broker routed.

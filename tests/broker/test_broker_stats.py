@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 import trio
 
 from pyrmq.broker.broker_stats import BrokerStatsManager, StatsItemSet
@@ -167,3 +168,30 @@ async def test_broker_counts_sends_and_pulls(cluster):
         assert info["commitLogDirCapacity"].startswith("Total : ") and " GiB, Free : " in info["commitLogDirCapacity"]
         assert info["runtime"].startswith("[ 0 days, 0 hours, ")
         assert info["remainHowManyDataToFlush"].endswith("B")
+
+
+async def _put_stats_exist(cluster, topic: str) -> bool:
+    resp = await _admin(cluster, RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": "TOPIC_PUT_NUMS", "statsKey": topic})
+    return resp.code == ResponseCode.SUCCESS
+
+
+async def test_deleted_topic_keeps_its_stats_by_default(cluster):
+    """Apache's autoDeleteUnusedStats is off by default: statsAll still finds a deleted topic."""
+    with trio.fail_after(10):
+        assert (await send(cluster.client, cluster.broker_addr, "TopicGone", b"x")).code == 0
+        assert (await _admin(cluster, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "TopicGone"})).code == 0
+        assert await _put_stats_exist(cluster, "TopicGone")
+
+
+@pytest.mark.parametrize("broker_overrides", [{"autoDeleteUnusedStats": "true"}])
+async def test_auto_delete_unused_stats_forgets_deleted_topics_and_groups(cluster):
+    addr = cluster.broker_addr
+    with trio.fail_after(10):
+        assert (await send(cluster.client, addr, "TopicGone", b"x")).code == 0
+        resp, messages = await pull(cluster.client, addr, "TopicGone", 0, 0, group="gGone")
+        assert len(messages) == 1
+        assert (await _admin(cluster, RequestCode.DELETE_SUBSCRIPTIONGROUP, {"groupName": "gGone"})).code == 0
+        assert cluster.broker.stats.item("GROUP_GET_NUMS", "TopicGone@gGone") is None
+        assert await _put_stats_exist(cluster, "TopicGone")
+        assert (await _admin(cluster, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "TopicGone"})).code == 0
+        assert not await _put_stats_exist(cluster, "TopicGone")

@@ -15,6 +15,7 @@ from pyrmq.broker.acl.plain_config import PUB, SUB
 from pyrmq.codec import fastjson
 from pyrmq.codec.codes import RequestCode
 from pyrmq.codec.errors import ProtocolError
+from pyrmq.codec.java_order import hash_map_order
 from pyrmq.codec.remoting import RemotingCommand
 from pyrmq.remoting.errors import RequestError
 from pyrmq.remoting.headers import required_int, required_str
@@ -114,29 +115,6 @@ def needed_resources(request: RemotingCommand) -> dict[str, int]:
     return {name: needed[name] for name in java_hash_order(list(needed))}
 
 
-# java.util.HashMap: 16 buckets until more than 3/4 full, then doubled.
-_JAVA_MAP_CAPACITY = 16
-
-
-def _java_string_hash(text: str) -> int:
-    h = 0
-    units = text.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(units), 2):
-        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
-    return h
-
-
 def java_hash_order(keys: list[str]) -> list[str]:
-    """The iteration order of a java.util.HashMap into which ``keys`` were put in this order:
-    by bucket (the spread String.hashCode masked by the capacity), then by insertion."""
-    if len(keys) < 2:
-        return keys
-    capacity = _JAVA_MAP_CAPACITY
-    while len(keys) > capacity * 3 // 4:
-        capacity *= 2
-
-    def bucket(key: str) -> int:
-        h = _java_string_hash(key)
-        return (h ^ (h >> 16)) & (capacity - 1)
-
-    return sorted(keys, key=bucket)   # sorted() is stable: insertion order within a bucket
+    """The iteration order of a java.util.HashMap into which ``keys`` were put in this order."""
+    return hash_map_order(keys)

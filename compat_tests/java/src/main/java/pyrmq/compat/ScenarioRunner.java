@@ -33,6 +33,8 @@ import org.apache.rocketmq.client.ClientConfig;
  * props         many user properties (Bodies)
  * bigbody       maximum-size random bodies, digests reported (Bodies)
  * admin         DefaultMQAdminExt basics (Admin)
+ * dashboard     rocketmq-dashboard's MQAdminExt calls, each answer as fastjson writes it (Dashboard)
+ * mqadmin       mqadmin command lines from --commands FILE in this one JVM (MqAdmin)
  * acl           --op produce|consume|pull|create-topic signed with --access-key/--secret-key (Acl)
  * chaos-produce orderly sends by key for --duration-ms, retried until acknowledged (Chaos)
  * transaction   TransactionMQProducer: local and check answers, a kill between half and commit (Transactions)
@@ -110,6 +112,12 @@ public final class ScenarioRunner {
                     break;
                 case "admin":
                     Admin.run(o);
+                    break;
+                case "dashboard":
+                    Dashboard.run(o);
+                    break;
+                case "mqadmin":
+                    MqAdmin.run(o);
                     break;
                 case "acl":
                     Acl.run(o);

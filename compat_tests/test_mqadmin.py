@@ -1,0 +1,332 @@
+"""mqadmin (rocketmq-tools 4.9.8) against pyrmq and against Apache RocketMQ 4.9.7, output by output.
+
+One scenario, ``STEPS``, runs on a fresh server of each kind in one JVM (``MqAdmin.java``: every
+command line through ``MQAdminStartup.main0`` as the mqadmin script runs it, its stdout and stderr
+captured apart). It creates what the query commands need first: a topic of 4 queues, a producer
+group that stays online and sends 8 messages (message i to queue i % 4, tags TagA/TagB, key k-i),
+a consumer group that stays online and has consumed and committed them, a second subscription
+group and a second topic for the delete commands. Each subcommand line is then one test: the
+pyrmq output must equal Apache's once the values that must differ are masked (``mask``):
+
+- the NameServer and broker addresses, any other IPv4 address (the client's, a container's);
+- message ids: those of the scenario's own sends become ``<msgId:i>`` / ``<offsetMsgId:i>`` (so a
+  command showing the wrong message still fails), ids of messages mqadmin sends itself ``<id>``;
+- client ids (``ip@instance``), wall-clock times, dates and millisecond timestamps, round-trip
+  times, the temporary directories of the run, and the broker settings that name this machine
+  (paths, ports, host names).
+
+Anything else is compared as printed, line by line, exceptions included (mqadmin prints a failed
+command's stack trace; its frames are dropped, its messages kept).
+
+Subcommands compared (49 subcommands in 69 command lines), in the scenario's order: updateTopic
+(cluster, broker, the group's retry topic), updateSubGroup (cluster, broker), topicList (plain, -c), topicRoute (a topic, an
+unknown topic), topicStatus, topicClusterList, clusterList, getBrokerConfig (-b, -c),
+updateBrokerConfig, getNamesrvConfig, updateNamesrvConfig, queryMsgById, queryMsgByKey,
+queryMsgByUniqueKey, queryMsgByOffset, printMsg, printMsgByQueue, queryCq, consumerProgress (a
+group, every group, a cloned group), consumerConnection, consumerStatus, getConsumerConfig,
+producerConnection, producer, brokerStatus (its keys: the figures are measured at that instant),
+brokerConsumeStats, statsAll (its rows: TPS and 24-hour counts depend on when the 10 s samples
+fell), sendMsgStatus, checkMsgSendRT, sendMessage (two queues),
+consumeMessage, allocateMQ, updateOrderConf (put, get, delete), updateKvConfig, deleteKvConfig,
+cloneGroupOffset, resetOffsetByTime, skipAccumulatedMessage, wipeWritePerm, addWritePerm,
+updateTopicPerm (read-only, back), cleanExpiredCQ, deleteExpiredCommitLog, cleanUnusedTopic,
+deleteSubGroup, deleteTopic, exportMetadata and exportConfigs (with the files they write),
+queryMsgTraceById (no trace topic: the error); then the errors of an unknown consumer group
+(consumerConnection, consumerProgress, deleteSubGroup), an unknown producer group
+(producerConnection), a key no message has (queryMsgByKey), a message id naming no broker
+(queryMsgById), a queue that does not exist and an index past a queue's end (queryCq).
+
+Where Apache's own output would vary from run to run, the scenario pins it: sends name their
+queue (the producer's default selector starts at a random queue); the group's retry topic is
+created before its consumer starts, which commits once that queue is assigned too (else the
+consumer learns the retry route only at its next 30 s poll, and consumerProgress shows that row or
+not); and two outputs are
+compared as sets of lines, getBrokerConfig and getNamesrvConfig, which print a
+java.util.Properties in its hash table's order (pyrmq's own settings, ``PYRMQ_ONLY_KEYS``, are
+left out of pyrmq's). clusterList's version and load figures come from GET_BROKER_RUNTIME_INFO
+(pyrmq reports V4_9_8, Apache V4_9_7) and are masked with the round-trip times.
+
+Left out:
+
+- exportMetrics: it writes the broker's counters of the moment to a file (nothing to compare
+  that does not depend on timing; brokerStatus and statsAll cover the same calls).
+- clusterRT, startMonitoring: they loop until killed.
+- updateAclConfig, deleteAclConfig, clusterAclConfigVersion, updateGlobalWhiteAddr: ACL is off on
+  these brokers, and Apache 4.9.7 then answers with the text of its own NullPointerException
+  (codes 209-211) or not at all (clusterAclConfigVersion times out); compat_tests/test_acl.py
+  covers ACL with ACL on.
+- updateBrokerConfig of a path key (brokerConfigPath, rocketmqHome): Apache 4.9.7 applies it, pyrmq
+  refuses it (NO_PERMISSION, "Can not update config in black list.", as Apache 4.9.8 does): the
+  deliberate difference of broker/runtime_config.py, not compared.
+
+Adding a subcommand is one line in ``STEPS``.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from compat_tests import build
+from compat_tests.conftest import DEFAULT_SERVER_KINDS, SERVER_KINDS, _built, _selected, _start_server
+from compat_tests.javaclient import JavaClient
+
+pytestmark = pytest.mark.compat
+
+KINDS = ("apache", "pyrmq")
+DEADLINE_MS = 150_000
+# What every Apache broker of the harness runs with (servers.apache_broker_extras), given to both
+# kinds here so that getBrokerConfig shows the same values.
+BROKER_EXTRA = {"waitTimeMillsInSendQueue": "5000", "osPageCacheBusyTimeOutMills": "5000",
+                "diskMaxUsedSpaceRatio": "95"}
+# The files of the export subcommands, in their -f directory.
+EXPORTS = {"exportMetadata": "metadata.json", "exportConfigs": "configs.json"}
+# Settings that name this machine or this run (getBrokerConfig, getNamesrvConfig): their values
+# are masked.
+MACHINE_KEYS = frozenset({"brokerIP1", "brokerIP2", "namesrvAddr", "listenPort", "haListenPort", "rocketmqHome",
+                          "storePathRootDir", "storePathCommitLog", "kvConfigPath", "configStorePath",
+                          "brokerConfigPath"})
+# pyrmq's own settings (timers, filter servers, ACL file, alarms, frame limits, the NameServer's write
+# allow-list), which Apache 4.9.7 does not have: left out of pyrmq's output before comparing.
+PYRMQ_ONLY_KEYS = frozenset({
+    "accumulationAlarmInterval", "aclFileWatchIntervalMs", "aclPlainFile", "allowRecallWhenBrokerNotWriteable",
+    "bindAddress", "channelExpiredTimeout", "deleteFileBatchMax", "deleteOnlyConsumed",
+    "diskSpaceCleanForciblyRatio", "diskSpaceWarningLevelRatio", "dlqSizeAlarmThreshold", "enableShutdownGracefully",
+    "fastPortEnable", "filterClassDir", "filterClassUploadEnable", "filterClassUploadGroups", "filterJavaClasspath",
+    "filterMatchTimeoutMillis", "filterWorkerCpuSeconds", "filterWorkerMemoryMb", "groupLagAlarmThreshold",
+    "haListenAddress", "haMasterAddress", "mappedFileSizeTimerLog", "maxFrameBytes", "partialFrameTimeoutSeconds",
+    "recallMessageEnable", "serverChannelWriteTimeoutSeconds", "shutdownWaitTimeSeconds", "timerFlushIntervalMs",
+    "timerMaxDelaySec", "timerPrecisionMs", "timerWheelEnable", "writeAllowedAddresses", "metricsPort",
+    "metricsBindAddress", "consolePort", "consoleBindAddress"})
+# GET_BROKER_RUNTIME_INFO keys pyrmq adds (replication, transactions, alarms) where Apache 4.9.7's
+# master has none: left out of pyrmq's brokerStatus before comparing.
+PYRMQ_ONLY_RUNTIME_KEYS = frozenset({"haConnectionCount", "push2SlaveMaxOffset", "slaveFallBehindMuch",
+                                     "pyrmqTransactionHalfPending", "pyrmqAccumulationAlarms"})
+# Subcommands that print a java.util.Properties: its iteration order follows the hash table's
+# size, so the lines are compared as a set.
+PROPERTIES_COMMANDS = frozenset({"getBrokerConfig", "getNamesrvConfig"})
+
+# One step per line: an mqadmin command line (``-n`` is added) or an action of the driver
+# (``@produce GROUP TOPIC COUNT TAGS``, ``@consume GROUP TOPIC COUNT``, ``@sleep MS``). Words may
+# name {namesrv}, {broker}, {export} (this run's export directory), {msgId:i}, {offsetMsgId:i}.
+STEPS = """
+updateTopic -c DefaultCluster -t MqTopic -r 4 -w 4
+updateTopic -b {broker} -t MqTopicDel -r 2 -w 2
+updateSubGroup -c DefaultCluster -g MqGroup
+updateSubGroup -b {broker} -g MqSubGroup -r 3 -q 2
+updateTopic -c DefaultCluster -t %RETRY%MqGroup -r 1 -w 1
+@produce MqProducerGroup MqTopic 8 TagA,TagB
+@consume MqGroup MqTopic 8
+topicList
+topicList -c
+topicRoute -t MqTopic
+topicRoute -t MqNoSuchTopic
+topicStatus -t MqTopic
+topicClusterList -t MqTopic
+clusterList
+getBrokerConfig -b {broker}
+updateBrokerConfig -b {broker} -k fileReservedTime -v 48
+getBrokerConfig -c DefaultCluster
+getNamesrvConfig
+updateNamesrvConfig -k orderMessageEnable -v true
+queryMsgById -i {offsetMsgId:0}
+queryMsgByKey -t MqTopic -k k-1
+queryMsgByUniqueKey -t MqTopic -i {msgId:2}
+queryMsgByOffset -t MqTopic -b broker-a -i 3 -o 1
+printMsg -t MqTopic
+printMsgByQueue -t MqTopic -a broker-a -i 1 -p true -d true -f true
+queryCq -t MqTopic -q 0 -i 0 -c 4
+consumerProgress -g MqGroup
+consumerProgress
+consumerConnection -g MqGroup
+consumerStatus -g MqGroup
+getConsumerConfig -g MqGroup
+producerConnection -g MqProducerGroup -t MqTopic
+producer -b {broker}
+brokerStatus -b {broker}
+brokerConsumeStats -b {broker}
+statsAll -t MqTopic
+sendMsgStatus -b broker-a -s 16 -c 3
+checkMsgSendRT -t MqTopic -a 3 -s 16
+sendMessage -t MqTopic -b broker-a -i 3 -p hello -k mq-key -c TagC
+sendMessage -t MqTopic -b broker-a -i 2 -p hello2
+consumeMessage -t MqTopic -b broker-a -i 0 -o 0 -c 2
+allocateMQ -t MqTopic -i 10.0.0.1@1,10.0.0.2@2
+updateOrderConf -k MqTopic -v broker-a:4 -m put
+updateOrderConf -k MqTopic -m get
+updateOrderConf -k MqTopic -m delete
+updateKvConfig -s MqNamespace -k mqKey -v mqValue
+deleteKvConfig -s MqNamespace -k mqKey
+cloneGroupOffset -s MqGroup -d MqGroupClone -t MqTopic
+consumerProgress -g MqGroupClone
+resetOffsetByTime -g MqGroup -t MqTopic -s 0
+skipAccumulatedMessage -g MqGroup -t MqTopic
+wipeWritePerm -b broker-a
+addWritePerm -b broker-a
+updateTopicPerm -c DefaultCluster -t MqTopic -p 4
+updateTopicPerm -c DefaultCluster -t MqTopic -p 6
+cleanExpiredCQ -c DefaultCluster
+deleteExpiredCommitLog -c DefaultCluster
+cleanUnusedTopic -c DefaultCluster
+deleteSubGroup -c DefaultCluster -g MqSubGroup
+deleteTopic -c DefaultCluster -t MqTopicDel
+exportMetadata -c DefaultCluster -f {export}
+exportConfigs -c DefaultCluster -f {export}
+queryMsgTraceById -i {msgId:0}
+consumerConnection -g MqNoSuchGroup
+consumerProgress -g MqNoSuchGroup
+queryMsgByKey -t MqTopic -k no-such-key
+queryMsgById -i 7F00000100002A9F0000000000000000
+deleteSubGroup -b {broker} -g MqNoSuchGroup
+producerConnection -g MqNoSuchProducer -t MqTopic
+queryCq -t MqTopic -q 9 -i 0 -c 1
+queryCq -t MqTopic -q 0 -i 100 -c 1 -g MqGroup
+"""
+
+
+@dataclass(frozen=True)
+class Command:
+    step: int      # index among the command lines (actions are not counted)
+    line: str
+
+    @property
+    def name(self) -> str:
+        return self.line.split()[0]
+
+
+COMMANDS = [Command(i, line) for i, line in enumerate(
+    line for line in STEPS.strip().splitlines() if not line.startswith("@"))]
+
+
+@dataclass
+class Run:
+    kind: str
+    namesrv: str
+    broker: str
+    export_dir: Path
+    outputs: dict[int, dict]    # step -> the mqadmin event
+    sent: list[dict]
+    seconds: float
+
+
+def _run(kind: str, request, tmp_path_factory, client: JavaClient) -> Run:
+    srv = _start_server(kind, request, tmp_path_factory, broker_extra=BROKER_EXTRA)
+    try:
+        workdir = tmp_path_factory.mktemp(f"mqadmin-{kind}")
+        steps = workdir / "steps.tsv"
+        export_dir = workdir / "export"
+        steps.write_text("".join("\t".join(line.replace("{export}", str(export_dir)).split()) + "\n"
+                                 for line in STEPS.strip().splitlines()))
+        t0 = time.monotonic()
+        result = client.run("mqadmin", namesrv=srv.namesrv_addr, broker=srv.broker_addr, commands=steps,
+                            deadline_ms=DEADLINE_MS, system_properties={"java.security.manager": "allow"})
+        seconds = time.monotonic() - t0
+    finally:
+        srv.stop()
+    outputs = {e["step"]: e for e in result.of("mqadmin")}
+    for event in outputs.values():   # what the export commands wrote is compared too
+        written = EXPORTS.get(event["args"][0])
+        if written and (export_dir / written).exists():
+            event["out"] += f"\n--- {written}\n" + (export_dir / written).read_text()
+    run = Run(kind, srv.namesrv_addr, srv.broker_addr, export_dir, outputs, result.sent, seconds)
+    # What the comparison sees, for a reader of a failure (pytest's temp directory).
+    (workdir / "masked.txt").write_text(f"# {kind}: the mqadmin JVM ran {seconds:.1f} s\n" + "".join(
+        f"### {c.step:02d} {c.line}\n" + "".join(f"{line}\n" for line in mask_event(outputs.get(c.step), run))
+        for c in COMMANDS))
+    return run
+
+
+@pytest.fixture(scope="module")
+def runs(java_toolchain, request, tmp_path_factory) -> dict[str, Run]:
+    """The scenario on a fresh Apache server and a fresh pyrmq server, one after the other."""
+    if not set(KINDS) <= set(_selected(request.config, "servers", SERVER_KINDS, DEFAULT_SERVER_KINDS)):
+        pytest.skip("the mqadmin comparison needs both pyrmq and apache among the compat servers")
+    # mqadmin 4.9.8: rocketmq-tools of the client4 build
+    client = JavaClient(_built(build.build_client, "client4"), tmp_path_factory.mktemp("mqadmin-client4"))
+    return {kind: _run(kind, request, tmp_path_factory, client) for kind in KINDS}
+
+
+# ------------------------------------------------------------------------------------ masking
+
+_TRACE_FRAME = re.compile(r"^\s+(at |\.\.\. \d+ more)")
+_DATE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[,.]\d{1,3})?")
+_JAVA_DATE = re.compile(r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) \w{3} \d{2} \d{2}:\d{2}:\d{2} \w+ \d{4}")
+_MILLIS = re.compile(r"(?<!\d)1[6-9]\d{11}(?!\d)")
+_CLIENT_ID = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}@[\w.\-]+")
+_ADDRESS = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?")
+# Message ids: 32 hex digits (offset ids, client ids of IPv4 hosts) or 56 (client ids of IPv6 hosts).
+_UNIQ_ID = re.compile(r"\b[0-9A-F]{32}(?:[0-9A-F]{24})?\b")
+# Measured round trips: sendMsgStatus's rt=Nms, checkMsgSendRT's last column and average.
+_RT = re.compile(r"(?<=rt=)\d+(?=ms)|(?<=Avg RT: )[\d.]+|(?<=true)(\s+)\d+$", re.M)
+# clusterList: the broker's version and its load figures (InTPS, OutTPS, PCWait, Hour, SPACE) come
+# from GET_BROKER_RUNTIME_INFO, measured at that instant; pyrmq says V4_9_8 as its clients do.
+_CLUSTER_FIGURES = re.compile(r"(<broker>\s+)V\d+_\d+_\d+\S*\s.*$", re.M)
+_PADDING = re.compile(r" {2,}")
+# brokerStatus: "key : value" -- the figures are measured at that instant; the keys are compared
+_STATUS_LINE = re.compile(r"^(\S+)\s*: .*$")
+# statsAll: InTPS, OutTPS and the 24 h counts depend on when the 10 s stats samples fell
+_STATS_ALL_FIGURES = re.compile(r"^(.+?\s\d+)\s+[\d.]+\s+[\d.]+\s+\d+\s+\S+$", re.M)
+_CONFIG_LINE = re.compile(r"^(\S+)(\s+=)(.*)$")
+
+
+def mask(text: str, run: Run, command: str = "") -> list[str]:
+    """``text`` with this run's own values replaced by names, as lines without trailing blanks."""
+    for e in run.sent:
+        text = text.replace(e["offsetMsgId"], f"<offsetMsgId:{e['i']}>").replace(e["msgId"], f"<msgId:{e['i']}>")
+    text = text.replace(str(run.export_dir), "<export>")
+    text = text.replace(run.broker, "<broker>").replace(run.namesrv, "<namesrv>")
+    text = _UNIQ_ID.sub("<id>", text)
+    text = _DATE_TIME.sub("<time>", text)
+    text = _JAVA_DATE.sub("<time>", text)
+    text = _MILLIS.sub("<ms>", text)
+    text = _CLIENT_ID.sub("<clientId>", text)
+    text = _ADDRESS.sub("<addr>", text)
+    if command in ("sendMsgStatus", "checkMsgSendRT"):
+        text = _RT.sub(lambda m: (m.group(1) or "") + "<rt>", text)
+    if command == "clusterList":
+        text = _CLUSTER_FIGURES.sub(r"\1<version and load>", text)
+    if command == "statsAll":
+        text = _STATS_ALL_FIGURES.sub(r"\1 <tps and 24h counts>", text)
+    if command == "brokerStatus":
+        keys = [m.group(1) for m in map(_STATUS_LINE.match, text.splitlines()) if m]
+        # the path-named commitLogDiskRatio_<dir> key masked with the directory
+        return sorted(re.sub(r"_/.*", "_<dir>", k) for k in keys
+                      if not (run.kind == "pyrmq" and k in PYRMQ_ONLY_RUNTIME_KEYS))
+    # Columns are padded by mqadmin's printf: a masked value of another length shifts them.
+    lines = [_PADDING.sub("  ", line.rstrip()) for line in text.splitlines() if not _TRACE_FRAME.match(line)]
+    if command in PROPERTIES_COMMANDS:
+        lines = sorted(_config_line(line) for line in lines
+                       if not (run.kind == "pyrmq" and _config_key(line) in PYRMQ_ONLY_KEYS))
+    return lines
+
+
+def _config_key(line: str) -> str | None:
+    m = _CONFIG_LINE.match(line)
+    return m.group(1) if m else None
+
+
+def _config_line(line: str) -> str:
+    m = _CONFIG_LINE.match(line)
+    if m and m.group(1) in MACHINE_KEYS:
+        return f"{m.group(1)}{m.group(2)}  <machine>"
+    return line
+
+
+def mask_event(event: dict | None, run: Run) -> list[str]:
+    if event is None:
+        return ["(not run)"]
+    name = event["args"][0]
+    return mask(event["out"], run, name) + [f"stderr: {line}" for line in mask(event["err"], run)] + \
+        ([f"thrown: {event['thrown']}"] if event["thrown"] else [])
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=[f"{c.step:02d}-{c.name}" for c in COMMANDS])
+def test_mqadmin_output_as_apache(runs, command):
+    apache, pyrmq = runs["apache"], runs["pyrmq"]
+    want = mask_event(apache.outputs.get(command.step), apache)
+    assert want and want != ["(not run)"], "Apache's output is empty: the scenario shows nothing here"
+    assert mask_event(pyrmq.outputs.get(command.step), pyrmq) == want
