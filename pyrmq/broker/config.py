@@ -126,6 +126,10 @@ class BrokerConfig:
     # set, and then on loopback unless metricsBindAddress says otherwise.
     metrics_port: int = 0
     metrics_bind_address: str = "127.0.0.1"
+    # The web console (pyrmq's own keys; README "Operations"): off unless consolePort is set, then on
+    # loopback unless consoleBindAddress says otherwise; with aclEnable it asks for an admin account.
+    console_port: int = 0
+    console_bind_address: str = "127.0.0.1"
     # Apache's key: DELETE_TOPIC_IN_BROKER / DELETE_SUBSCRIPTIONGROUP also drop the stats items
     auto_delete_unused_stats: bool = False
     slave_timeout: int = 3000        # how long a SYNC_MASTER send waits for a slave's acknowledgement (ms)
@@ -316,7 +320,7 @@ def validate_config(broker: BrokerConfig, store: MessageStoreConfig, bad: list[s
 
 def _check_config(broker: BrokerConfig, store: MessageStoreConfig, bad: list[str]) -> None:
     for key, port in (("listenPort", broker.listen_port), ("haListenPort", broker.ha_listen_port),
-                      ("metricsPort", broker.metrics_port)):
+                      ("metricsPort", broker.metrics_port), ("consolePort", broker.console_port)):
         if not 0 <= port <= 65535:
             bad.append(f"broker.conf: {key}={port} is not a TCP port")
     if broker.fast_port_enable and broker.listen_port and broker.listen_port < 3:

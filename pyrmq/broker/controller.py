@@ -30,6 +30,7 @@ from pyrmq.broker.group_admin_processor import register_group_admin_processors
 from pyrmq.broker.runtime_config import RuntimeConfig, register_runtime_config_processor
 from pyrmq.broker.ha_runtime_info import ha_runtime_info
 from pyrmq.broker.metrics import BrokerMetricsCollector, MetricsEndpoint
+from pyrmq.console.server import ConsoleServer
 from pyrmq.broker.namesrv_registration import NamesrvRegistration
 from pyrmq.broker.offsets_and_groups import ConsumerOffsetManager, SubscriptionGroupManager
 from pyrmq.broker.pull_processor import PullMessageProcessor
@@ -182,6 +183,12 @@ class BrokerController:
         wrap_listener = tls_listener_wrapper(loaded.tls, self.config.server_channel_max_idle_time_seconds, "broker")
         # Registration with the NameServers (Apache's BrokerOuterAPI client, useTLS).
         self.client_ssl_context = client_ssl_context(loaded.tls) if loaded.tls.use_tls else None
+        # the opt-in web console (consolePort): it reaches this broker and the others over remoting
+        self.console = ConsoleServer(
+            self.config.console_bind_address, self.config.console_port, ";".join(self.config.namesrv_addrs),
+            admin_secret=self._console_admin_secret if self.config.acl_enable else None,
+            ssl_context=self.client_ssl_context,
+        ) if self.config.console_port else None
         self.server = RemotingServer(self.processors, self.config.bind_address, self.config.listen_port,
                                      name="broker", max_frame_bytes=self.config.max_frame_bytes,
                                      on_channel=self._on_channel, wrap_listener=wrap_listener, **deadlines)
@@ -196,6 +203,13 @@ class BrokerController:
         self._stopping = trio.Event()
         self._stopped = trio.Event()
         self._going_away = False
+
+    def _console_admin_secret(self, access_key: str) -> str | None:
+        """The secret of an admin account of plain_acl.yml as loaded now (the console's log-in)."""
+        if self.acl_watcher is None:
+            return None
+        account = self.acl_watcher.validator.config.accounts.get(access_key)
+        return account.secret_key if account is not None and account.admin else None
 
     def _load_acl(self) -> AclFileWatcher:
         """The ACL rules are read before any port opens; a file that does not parse stops the start."""
@@ -351,6 +365,8 @@ class BrokerController:
                     nursery.start_soon(self.stats.run)
                     if self.metrics is not None:
                         await nursery.start(self.metrics.server.serve)
+                    if self.console is not None:
+                        await nursery.start(self.console.serve)
                     if self.acl_watcher is not None:
                         nursery.start_soon(self.acl_watcher.run)
                     if not self.is_slave:   # a slave takes the master's progress, it does not deliver

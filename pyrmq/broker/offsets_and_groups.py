@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from pyrmq.broker.config_table import OffsetTableFile, VersionedConfigTable
-from pyrmq.broker.topic_config import VALID_NAME
 from pyrmq.codec.codes import ResponseCode
+from pyrmq.codec.names import validate_group
 from pyrmq.codec.remoting import RemotingCommand
 from pyrmq.remoting.dispatch import RequestError
 from pyrmq.remoting.headers import required_str
@@ -17,22 +17,9 @@ from pyrmq.codec.system_topics import TOPIC_GROUP_SEPARATOR
 
 log = logging.getLogger(__name__)
 
-GROUP_MAX_LENGTH = 255
-
 # Groups every Apache broker creates at start (spec/message.md section 10.1).
 SYSTEM_GROUPS = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP")
 SYSTEM_BROADCAST_GROUPS = ("CID_ONS-HTTP-PROXY", "CID_ONSAPI_PULL", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER")
-
-
-def validate_group(group: str | None) -> str | None:
-    """None if ``group`` is a legal consumer/producer group name, else a remark for the client."""
-    if not group or not group.strip():
-        return "The specified group is blank."
-    if len(group) > GROUP_MAX_LENGTH:
-        return f"The specified group is longer than group max length {GROUP_MAX_LENGTH}."
-    if not VALID_NAME.fullmatch(group):
-        return f"The specified group[{group}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
-    return None
 
 
 def checked_group(group: str) -> str:

@@ -4,12 +4,12 @@ retry topics, persistence with a DataVersion (spec/message.md section 10, store.
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from pyrmq.broker.config_table import VersionedConfigTable
+from pyrmq.codec.names import validate_topic  # noqa: F401  (the broker's processors import it from here)
 from pyrmq.codec.system_topics import (  # noqa: F401  (re-exported for the broker's modules)
     DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -34,10 +34,6 @@ TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 REPLY_TOPIC_POSTFIX = "REPLY_TOPIC"
 
-TOPIC_MAX_LENGTH = 127
-# Topic and group names (TopicValidator.VALID_PATTERN_STR), matched whole: "$" alone would let a
-# trailing newline through.
-VALID_NAME = re.compile(r"[%|a-zA-Z0-9_-]+")
 
 # Clients may not send to these (TopicValidator.isNotAllowedSendTopic).
 NOT_ALLOWED_SEND_TOPICS = frozenset({SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC,
@@ -51,17 +47,6 @@ def is_writeable(perm: int) -> bool:
 
 def is_readable(perm: int) -> bool:
     return bool(perm & PERM_READ)
-
-
-def validate_topic(topic: str | None) -> str | None:
-    """None if ``topic`` is a legal name, else the remark Java answers with (code SYSTEM_ERROR)."""
-    if not topic or not topic.strip():
-        return "The specified topic is blank."
-    if not VALID_NAME.fullmatch(topic):
-        return f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
-    if len(topic) > TOPIC_MAX_LENGTH:
-        return f"The specified topic is longer than topic max length {TOPIC_MAX_LENGTH}."
-    return None
 
 
 def is_system_topic(topic: str) -> bool:

@@ -13,6 +13,7 @@ import math
 import ssl
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from types import TracebackType
 from typing import Any, Final, TypeVar
 
@@ -33,12 +34,19 @@ from pyrmq.codec import fastjson
 from pyrmq.codec.codes import RequestCode, ResponseCode
 from pyrmq.codec.errors import ProtocolError
 from pyrmq.codec.remoting import RemotingCommand, make_request
+from pyrmq.common.acl.signature import sign_ext_fields
 from pyrmq.remoting.channel import Channel, ChannelClosedError, RemotingTimeoutError
 from pyrmq.remoting.client import RemotingClient, split_addr
 from pyrmq.remoting.tls_config import TlsConfig
 from pyrmq.remoting.tls_context import client_ssl_context
 
 log = logging.getLogger(__name__)
+
+# An ACL 1.0 account: (accessKey, secretKey).
+AclCredentials = tuple[str, str]
+# The account the requests of the current task are signed with when the instance has none of its
+# own: a server acting for several users at once (the console) sets it around each user's calls.
+signing_as: ContextVar[AclCredentials | None] = ContextVar("signing_as", default=None)
 
 # Java's defaults: sendMsgTimeout / the admin RPC timeout, pollNameServerInterval,
 # heartbeatBrokerInterval.
@@ -79,11 +87,17 @@ class _ServerRequests:
 class ClientInstance:
     """Connections, routes and heartbeats for one producer or consumer."""
 
-    def __init__(self, namesrv: str, *, ssl_context: ssl.SSLContext | None = None,
+    def __init__(self, namesrv: str | None, *, ssl_context: ssl.SSLContext | None = None,
                  instance_name: str | None = None, timeout: float = DEFAULT_TIMEOUT_S,
                  route_refresh_interval: float = ROUTE_REFRESH_S,
-                 heartbeat_interval: float = HEARTBEAT_INTERVAL_S) -> None:
-        self.namesrv_addrs = parse_namesrv(namesrv)
+                 heartbeat_interval: float = HEARTBEAT_INTERVAL_S,
+                 credentials: AclCredentials | None = None, heartbeats: bool = True) -> None:
+        """``namesrv=None``: a client that only talks to brokers it is given (``pyrmq dlq -b``);
+        ``credentials``: every request is signed as ACL 1.0 clients sign (AclClientRPCHook);
+        ``heartbeats=False``: a client of no group (the admin client) does not register with brokers."""
+        self.namesrv_addrs = parse_namesrv(namesrv) if namesrv is not None else []
+        self.credentials = credentials
+        self.heartbeats = heartbeats
         self.ip = local_ip()
         self.client_id = make_client_id(self.ip, instance_name)
         self.timeout = timeout
@@ -135,6 +149,7 @@ class ClientInstance:
         """Send ``request`` to ``addr`` and return the answer; remoting failures become
         ``MQConnectError`` / ``MQTimeoutError``.  The answer's code is the caller's to check."""
         timeout = self.timeout if timeout is None else timeout
+        self._sign(request)
         try:
             # The outer bound also covers connecting (RemotingClient gives that its own 3 s).
             with trio.fail_after(timeout + CONNECT_ALLOWANCE_S):
@@ -148,6 +163,7 @@ class ClientInstance:
             raise MQConnectError(f"{addr}: {type(exc).__name__}: {exc}") from None
 
     async def invoke_oneway(self, addr: str, request: RemotingCommand) -> None:
+        self._sign(request)
         try:
             with trio.fail_after(CONNECT_ALLOWANCE_S):
                 await self.remoting.invoke_oneway(addr, request)
@@ -155,6 +171,13 @@ class ClientInstance:
             raise MQTimeoutError(f"{addr}: no connection within {CONNECT_ALLOWANCE_S:g} s") from None
         except (ChannelClosedError, OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             raise MQConnectError(f"{addr}: {type(exc).__name__}: {exc}") from None
+
+    def _sign(self, request: RemotingCommand) -> None:
+        credentials = self.credentials or signing_as.get()
+        if credentials is not None:
+            access_key, secret_key = credentials
+            request.ext_fields = sign_ext_fields(request.ext_fields or {}, body_bytes(request) or None,
+                                                 access_key, secret_key)
 
     async def invoke_ok(self, addr: str, request: RemotingCommand, timeout: float | None = None,
                         ok: tuple[int, ...] = (ResponseCode.SUCCESS,)) -> RemotingCommand:
@@ -168,6 +191,8 @@ class ClientInstance:
         """Ask the NameServers in turn, starting after the last one that answered, until one does."""
         last: MQRemotingError | None = None
         count = len(self.namesrv_addrs)
+        if not count:
+            raise MQClientError(NO_NAME_SERVER_EXCEPTION, "no NameServer address given")
         for step in range(count):
             index = (self._namesrv_index + step) % count
             try:
@@ -216,7 +241,7 @@ class ClientInstance:
             raise MQClientError(ResponseCode.SYSTEM_ERROR, str(exc)) from None
         self._routes[topic] = (route, started)
         new = route.all_broker_addrs() - self._heartbeated
-        if new and self._nursery is not None:
+        if new and self._nursery is not None and self.heartbeats:
             self._nursery.start_soon(self._heartbeat, sorted(new))
         return route
 
@@ -266,7 +291,8 @@ class ClientInstance:
                         log.warning("route refresh for %s failed: %s", topic, exc)
             if now >= next_heartbeat:
                 next_heartbeat = now + self.heartbeat_interval
-                await self.heartbeat_all()
+                if self.heartbeats:
+                    await self.heartbeat_all()
 
 
 G = TypeVar("G", bound="GroupClient")

@@ -65,7 +65,7 @@ class HttpServer:
         self.max_body_bytes = max_body_bytes
         self._slots = trio.Semaphore(MAX_CONNECTIONS)
 
-    async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         listeners = await open_tcp_listeners(self.port, self.host, role=self.role)
         self.port = listeners[0].port
         log.info("%s listening on %s:%d", self.role, self.host, self.port)
