@@ -18,12 +18,12 @@ pyrmq output must equal Apache's once the values that must differ are masked (``
 Anything else is compared as printed, line by line, exceptions included (mqadmin prints a failed
 command's stack trace; its frames are dropped, its messages kept).
 
-Subcommands compared (49 subcommands in 69 command lines), in the scenario's order: updateTopic
+Subcommands compared (50 subcommands in 70 command lines), in the scenario's order: updateTopic
 (cluster, broker, the group's retry topic), updateSubGroup (cluster, broker), topicList (plain, -c), topicRoute (a topic, an
 unknown topic), topicStatus, topicClusterList, clusterList, getBrokerConfig (-b, -c),
 updateBrokerConfig, getNamesrvConfig, updateNamesrvConfig, queryMsgById, queryMsgByKey,
 queryMsgByUniqueKey, queryMsgByOffset, printMsg, printMsgByQueue, queryCq, consumerProgress (a
-group, every group, a cloned group), consumerConnection, consumerStatus, getConsumerConfig,
+group, every group, a cloned group), consumerConnection, consumerStatus, getConsumerStatus, getConsumerConfig,
 producerConnection, producer, brokerStatus (its keys: the figures are measured at that instant),
 brokerConsumeStats, statsAll (its rows: TPS and 24-hour counts depend on when the 10 s samples
 fell), sendMsgStatus, checkMsgSendRT, sendMessage (two queues),
@@ -144,6 +144,7 @@ consumerProgress -g MqGroup
 consumerProgress
 consumerConnection -g MqGroup
 consumerStatus -g MqGroup
+getConsumerStatus -g MqGroup -t MqTopic
 getConsumerConfig -g MqGroup
 producerConnection -g MqProducerGroup -t MqTopic
 producer -b {broker}

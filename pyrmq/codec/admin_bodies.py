@@ -163,6 +163,27 @@ class ResetOffsetBody(Body):
 
 
 @dataclass(frozen=True, slots=True)
+class GetConsumerStatusBody(Body):
+    """GET_CONSUMER_STATUS_FROM_CLIENT (221) answer (``message_queue_table``: one client's
+    offsets) and INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223) answer (``consumer_table``: client id
+    -> its offsets)."""
+
+    message_queue_table: dict[MessageQueue, int] = field(default_factory=dict)
+    consumer_table: dict[str, dict[MessageQueue, int]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"consumerTable": {client: _queue_table_to_json(table) for client, table in self.consumer_table.items()},
+                "messageQueueTable": _queue_table_to_json(self.message_queue_table)}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> GetConsumerStatusBody:
+        def table(value: Any) -> dict[MessageQueue, int]:
+            return {MessageQueue.from_key(k): _int(v) for k, v in (value or {}).items()}
+        return cls(table(obj.get("messageQueueTable")),
+                   {str(client): table(t) for client, t in (obj.get("consumerTable") or {}).items()})
+
+
+@dataclass(frozen=True, slots=True)
 class Connection:
     client_id: str
     client_addr: str

@@ -163,3 +163,40 @@ async def test_accumulation_alarm_is_off_by_default(cluster):
     cluster.broker.accumulation_alarm.check()
     assert cluster.broker.accumulation_alarm.runtime_info() == {RUNTIME_INFO_KEY: "{}"}
     assert cluster.broker.accumulation_alarm.measure()["g"].lag == 1
+
+
+async def test_consumer_status_asks_every_client_of_the_group(cluster):
+    """INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223, mqadmin getConsumerStatus): each online client of
+    the group answers GET_CONSUMER_STATUS_FROM_CLIENT (221) with its offsets; clientAddr asks one."""
+    from pyrmq.codec.admin_bodies import GetConsumerStatusBody, MessageQueue
+
+    existing_topics(cluster, "TopicCS")
+    asked = []
+
+    def table_of(client_id: str, offset: int) -> ProcessorTable:
+        def status(channel, request):
+            asked.append((client_id, request.ext_fields["topic"], request.ext_fields["group"]))
+            body = GetConsumerStatusBody({MessageQueue("TopicCS", "broker-a", 0): offset})
+            return request.response(0, None, body=body.encode())
+        table = ProcessorTable("client")
+        table.register(221, status)
+        return table
+
+    header = {"topic": "TopicCS", "group": "csg"}
+    with trio.fail_after(10):
+        answer = await cluster.client.invoke(cluster.broker_addr, make_request(223, dict(header)))
+        assert (answer.code, answer.remark) == (1, "No Any Consumer online in the consumer group: [csg]")
+        async with RemotingClient(table_of("10.0.0.1@1", 5)) as one, RemotingClient(table_of("10.0.0.2@2", 7)) as two:
+            for client, client_id in ((one, "10.0.0.1@1"), (two, "10.0.0.2@2")):
+                beat = await client.invoke(cluster.broker_addr, make_request(
+                    RequestCode.HEART_BEAT, body=heartbeat("csg", client_id, "TopicCS")))
+                assert beat.code == 0
+            answer = await cluster.client.invoke(cluster.broker_addr, make_request(223, dict(header)))
+            assert answer.code == 0, answer.remark
+            mq = MessageQueue("TopicCS", "broker-a", 0)
+            assert GetConsumerStatusBody.decode(answer.body).consumer_table == {"10.0.0.1@1": {mq: 5},
+                                                                                "10.0.0.2@2": {mq: 7}}
+            assert sorted(asked) == [("10.0.0.1@1", "TopicCS", "csg"), ("10.0.0.2@2", "TopicCS", "csg")]
+            answer = await cluster.client.invoke(cluster.broker_addr, make_request(
+                223, {**header, "clientAddr": "10.0.0.2@2"}))
+            assert GetConsumerStatusBody.decode(answer.body).consumer_table == {"10.0.0.2@2": {mq: 7}}
