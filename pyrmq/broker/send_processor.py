@@ -32,7 +32,7 @@ from pyrmq.broker.topic_config import (
     is_writeable,
     validate_topic,
 )
-from pyrmq.codec.codes import ResponseCode
+from pyrmq.codec.codes import ResponseCode, TopicSysFlag
 from pyrmq.codec.message import (
     MessageConst,
     MessageSysFlag,
@@ -314,7 +314,7 @@ class SendMessageProcessor:
         topic_config = self.topics.select(topic)
         if topic_config is None:
             unit_mode = header.get(keys.unit_mode, "").lower() == "true"
-            topic_sys_flag = 1 if unit_mode else 0   # TopicSysFlag FLAG_UNIT
+            topic_sys_flag = TopicSysFlag.FLAG_UNIT if unit_mode else 0
             if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 group = self.groups.find(topic[len(RETRY_GROUP_TOPIC_PREFIX):])
                 if group is None:
@@ -418,7 +418,7 @@ class SendMessageProcessor:
                                  RETRY_GROUP_TOPIC_PREFIX + group, 0, False)
         topic = RETRY_GROUP_TOPIC_PREFIX + group
         queue_id = random.randrange(group_config.retry_queue_nums)
-        topic_sys_flag = 2 if optional_bool(request, "unitMode") else 0   # TopicSysFlag FLAG_UNIT_SUB
+        topic_sys_flag = TopicSysFlag.FLAG_UNIT_SUB if optional_bool(request, "unitMode") else 0
         topic_config = self.topics.create_in_send_back(topic, group_config.retry_queue_nums,
                                                        PERM_WRITE | PERM_READ, topic_sys_flag)
         if not is_writeable(topic_config.perm):

@@ -59,6 +59,9 @@ class RequestCode:
     GET_SYSTEM_TOPIC_LIST_FROM_BROKER = 305
     CLEAN_EXPIRED_CONSUMEQUEUE = 306
     SEND_MESSAGE_V2 = 310
+    GET_UNIT_TOPIC_LIST = 311
+    GET_HAS_UNIT_SUB_TOPIC_LIST = 312
+    GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST = 313
     CLONE_GROUP_OFFSET = 314
     VIEW_BROKER_STATS_DATA = 315
     CLEAN_UNUSED_TOPIC = 316
@@ -101,3 +104,10 @@ class ResponseCode:
     CONSUMER_NOT_ONLINE = 206
     GO_AWAY = 1500   # 5.x: the server is shutting down; reconnect elsewhere
     ILLEGAL_OPERATION = 604
+
+
+class TopicSysFlag:
+    """Bits of a topic's topicSysFlag (Java TopicSysFlag): unit topics and unit subscriptions."""
+
+    FLAG_UNIT = 0x1
+    FLAG_UNIT_SUB = 0x2

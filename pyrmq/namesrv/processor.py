@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 import struct
 import zlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from pyrmq.codec import fastjson
 from pyrmq.codec.admin_bodies import KVTable
-from pyrmq.codec.codes import RequestCode, ResponseCode
+from pyrmq.codec.codes import RequestCode, ResponseCode, TopicSysFlag
 from pyrmq.codec.errors import ProtocolError
 from pyrmq.codec.namesrv_bodies import TopicList
 from pyrmq.codec.remoting import RemotingCommand
@@ -161,6 +161,13 @@ def build_processors(*, config: NamesrvConfig, routes: RouteInfoManager, kv: KVC
     def system_topics(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         return request.response(ResponseCode.SUCCESS, body=routes.system_topic_list().encode())
 
+    # GET_UNIT_TOPIC_LIST (311), GET_HAS_UNIT_SUB_TOPIC_LIST (312), GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST
+    # (313): topics by the unit bits of their topicSysFlag
+    def unit_topics(pick: Callable[[int], bool]):
+        def process(channel: Channel, request: RemotingCommand) -> RemotingCommand:
+            return request.response(ResponseCode.SUCCESS, body=TopicList(tuple(routes.topics_by_sys_flag(pick))).encode())
+        return process
+
     def delete_topic(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         routes.delete_topic(required_str(request, "topic"))
         return request.response(ResponseCode.SUCCESS)
@@ -218,6 +225,11 @@ def build_processors(*, config: NamesrvConfig, routes: RouteInfoManager, kv: KVC
     table.register(RequestCode.GET_TOPICS_BY_CLUSTER, topics_by_cluster)
     table.register(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS, system_topics)
     table.register(RequestCode.DELETE_TOPIC_IN_NAMESRV, delete_topic)
+    unit, unit_sub = TopicSysFlag.FLAG_UNIT, TopicSysFlag.FLAG_UNIT_SUB
+    table.register(RequestCode.GET_UNIT_TOPIC_LIST, unit_topics(lambda flag: bool(flag & unit)))
+    table.register(RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST, unit_topics(lambda flag: bool(flag & unit_sub)))
+    table.register(RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST,
+                   unit_topics(lambda flag: not flag & unit and bool(flag & unit_sub)))
     table.register(RequestCode.WIPE_WRITE_PERM_OF_BROKER, change_write_perm(True, "wipeTopicCount"))
     table.register(RequestCode.ADD_WRITE_PERM_OF_BROKER, change_write_perm(False, "addTopicCount"))
     table.register(RequestCode.PUT_KV_CONFIG, put_kv)

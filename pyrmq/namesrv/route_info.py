@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from pyrmq.codec import namesrv_bodies
 from pyrmq.codec.java_order import hash_map_order
@@ -248,6 +248,16 @@ class RouteInfoManager:
     def all_topics(self) -> list[str]:
         # Apache's topicQueueTable is a HashMap(1024); mqadmin topicList prints in its order
         return hash_map_order(self.topic_queue_table, TOPIC_QUEUE_TABLE_CAPACITY)
+
+    def topics_by_sys_flag(self, pick: Callable[[int], bool]) -> list[str]:
+        """Topics whose first queue data's topicSysFlag passes ``pick`` (the unit-topic lists), in
+        the table's order as Apache's."""
+        picked = []
+        for topic in hash_map_order(self.topic_queue_table, TOPIC_QUEUE_TABLE_CAPACITY):
+            first = next(iter(self.topic_queue_table[topic].values()), None)
+            if first is not None and pick(first.topic_sys_flag):
+                picked.append(topic)
+        return picked
 
     def topics_by_cluster(self, cluster: str) -> list[str]:
         names = self.cluster_addr_table.get(cluster, set())

@@ -114,3 +114,24 @@ def test_queue_data_only_from_master_and_on_version_change():
     assert routes.topic_queue_table["T"]["b"].write_queue_nums == 4   # same DataVersion: ignored
     routes.register_broker("C", "m:1", "b", 0, "m:2", {"counter": 2}, changed, [], None)
     assert routes.topic_queue_table["T"]["b"].write_queue_nums == 8
+
+
+async def test_unit_topic_lists_by_topic_sys_flag(namesrv):
+    """GET_UNIT_TOPIC_LIST (311), GET_HAS_UNIT_SUB_TOPIC_LIST (312) and
+    GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST (313) pick topics by their unit bits (1: unit, 2: unit sub)."""
+    table = {name: TOPIC_TABLE["TopicTest"] | {"topicName": name, "topicSysFlag": flag}
+             for name, flag in (("Plain", 0), ("Unit", 1), ("UnitSub", 2), ("Both", 3))}
+    body = fastjson.dumps({"filterServerList": [], "topicConfigSerializeWrapper": {
+        "dataVersion": {"counter": 1, "timestamp": 1}, "topicConfigTable": table}}).encode()
+    request = register_request()
+    request.body = body
+    request.ext_fields["bodyCrc32"] = str(zlib.crc32(body) & 0x7FFFFFFF)
+    with trio.fail_after(5):
+        async with RemotingClient() as client:
+            assert (await client.invoke(namesrv.addr, request)).code == 0
+            lists = {}
+            for code in (311, 312, 313):
+                answer = await client.invoke(namesrv.addr, make_request(code))
+                assert answer.code == 0
+                lists[code] = sorted(fastjson.loads(answer.body)["topicList"])
+    assert lists == {311: ["Both", "Unit"], 312: ["Both", "UnitSub"], 313: ["UnitSub"]}
