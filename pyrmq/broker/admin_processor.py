@@ -146,6 +146,17 @@ def register_admin_processors(table: ProcessorTable, *, loaded_config: LoadedCon
                 store.get_min_offset_in_queue(topic, queue_id), max_offset, max(0, last))
         return request.response(ResponseCode.SUCCESS, body=TopicStatsTable(offset_table).encode())
 
+    def topic_config(channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        """GET_TOPIC_CONFIG (351): what the 5.x admin asks before examineTopicStats and
+        examineConsumeStats (mqadmin 5.x topicStatus, rocketmq-dashboard 2.x). Apache 4.9.7 does
+        not know it (those tools then fail on it); pyrmq answers as Apache 5.3 does, without a
+        static-topic mapping (pyrmq has none)."""
+        topic = required_str(request, "topic")
+        config = topics.select(topic)
+        if config is None:
+            return request.response(ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {topic}")
+        return request.response(ResponseCode.SUCCESS, body=fastjson.dumps({"attributes": {}, **config.to_json()}).encode())
+
     def all_topic_config(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         return request.response(ResponseCode.SUCCESS, body=topics.encode().encode())
 
@@ -165,6 +176,7 @@ def register_admin_processors(table: ProcessorTable, *, loaded_config: LoadedCon
     table.register(RequestCode.UPDATE_AND_CREATE_TOPIC, master_only(is_slave, update_and_create_topic))
     table.register(RequestCode.DELETE_TOPIC_IN_BROKER, master_only(is_slave, delete_topic))
     table.register(RequestCode.GET_ALL_TOPIC_CONFIG, all_topic_config)
+    table.register(RequestCode.GET_TOPIC_CONFIG, topic_config)
     table.register(RequestCode.GET_TOPIC_STATS_INFO, topic_stats)
     table.register(RequestCode.CLEAN_UNUSED_TOPIC, clean_unused_topic)
     table.register(RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE, clean_expired_consume_queue)

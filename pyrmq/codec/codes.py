@@ -73,6 +73,7 @@ class RequestCode:
     PUSH_REPLY_MESSAGE_TO_CLIENT = 326
     ADD_WRITE_PERM_OF_BROKER = 327
     DELETE_EXPIRED_COMMITLOG = 329
+    GET_TOPIC_CONFIG = 351                 # 5.x
     LITE_PULL_MESSAGE = 361
     RECALL_MESSAGE = 370   # 5.3: cancel a timer message not yet delivered
 

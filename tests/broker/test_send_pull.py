@@ -172,3 +172,16 @@ async def test_topic_stats_runtime_info_and_broker_config(cluster):
         assert int(table["msgPutTotalTodayNow"]) >= 3 and int(table["bootTimestamp"]) > 0
         resp = await cluster.client.invoke(addr, make_request(RequestCode.GET_BROKER_CONFIG), timeout=5)
         assert resp.code == 0 and b"brokerName=broker-a\n" in resp.body
+
+
+async def test_get_topic_config_as_apache_5(cluster):
+    """GET_TOPIC_CONFIG (351), which the 5.x admin sends before examineTopicStats."""
+    with trio.fail_after(10):
+        assert (await send(cluster.client, cluster.broker_addr, "TopicCfg", b"x", queue_id=0)).code == 0
+        answer = await cluster.client.invoke(cluster.broker_addr, make_request(351, {"topic": "TopicCfg", "lo": "true"}))
+        assert answer.code == 0, answer.remark
+        assert fastjson.loads(answer.body) == {
+            "attributes": {}, "order": False, "perm": 6, "readQueueNums": 4, "topicFilterType": "SINGLE_TAG",
+            "topicName": "TopicCfg", "topicSysFlag": 0, "writeQueueNums": 4}
+        missing = await cluster.client.invoke(cluster.broker_addr, make_request(351, {"topic": "NoSuchTopic"}))
+        assert (missing.code, missing.remark) == (17, "No topic in this broker. topic: NoSuchTopic")
