@@ -174,10 +174,14 @@ class BrokerStatsManager:
         stats_set = self.sets.get(stats_name)
         return stats_set.items.get(stats_key) if stats_set is not None else None
 
+    def in_minute(self, stats_name: str, stats_key: str) -> StatsSnapshot:
+        """An item's last minute; an empty one for an item never counted."""
+        item = self.item(stats_name, stats_key)
+        return item.in_minute() if item is not None else StatsSnapshot()
+
     def group_get_tps(self, group: str, topic: str) -> float:
         """Messages a group pulled of a topic per second, over the last minute."""
-        item = self._group_get_nums.items.get(topic + TOPIC_GROUP_SEPARATOR + group)
-        return item.in_minute().tps if item is not None else 0.0
+        return self.in_minute(GROUP_GET_NUMS, topic + TOPIC_GROUP_SEPARATOR + group).tps
 
     def runtime_info(self) -> dict[str, str]:
         """The daily totals of GET_BROKER_RUNTIME_INFO."""

@@ -103,9 +103,8 @@ class BrokerMetricsCollector:
         self.consumers = consumers
         self.runtime_info = runtime_info
 
-    def _minute(self, stats_name: str, key: str, figure: str = "tps") -> float:
-        item = self.stats.item(stats_name, key)
-        return getattr(item.in_minute(), figure) if item is not None else 0.0
+    def _minute(self, stats_name: str, key: str) -> float:
+        return self.stats.in_minute(stats_name, key).tps
 
     def collect(self) -> Iterator[Metric]:
         cluster, broker, addr = self.config.broker_cluster_name, self.config.broker_name, self.config.broker_addr
@@ -161,7 +160,7 @@ class BrokerMetricsCollector:
             stats_key = topic + TOPIC_GROUP_SEPARATOR + group
             get_tps.add_metric(values, self._minute(GROUP_GET_NUMS, stats_key))
             get_size.add_metric(values, self._minute(GROUP_GET_SIZE, stats_key))
-            send_back.add_metric(values, self._minute(SNDBCK_PUT_NUMS, stats_key, "sum"))
+            send_back.add_metric(values, self.stats.in_minute(SNDBCK_PUT_NUMS, stats_key).sum)
             info = self.consumers.groups.get(group)
             online = str(len(info.channels)) if info is not None else "0"
             model = _MESSAGE_MODEL_ORDINAL.get(info.message_model, "") if info is not None else ""

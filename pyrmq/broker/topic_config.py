@@ -11,11 +11,22 @@ from typing import Any, Callable
 from pyrmq.broker.config_table import VersionedConfigTable
 from pyrmq.codec.names import validate_topic  # noqa: F401  (the broker's processors import it from here)
 from pyrmq.codec.system_topics import (  # noqa: F401  (re-exported for the broker's modules)
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    BENCHMARK_TOPIC,
     DLQ_GROUP_TOPIC_PREFIX,
+    NOT_ALLOWED_SEND_TOPICS,
+    OFFSET_MOVED_EVENT,
+    REPLY_TOPIC_POSTFIX,
     RETRY_GROUP_TOPIC_PREFIX,
     SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+    SYSTEM_TOPIC_PREFIX,
+    SYSTEM_TOPICS,
+    TRACE_TOPIC,
+    TRANS_CHECK_MAX_TIME_TOPIC,
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
+    is_system_topic,
 )
 
 log = logging.getLogger(__name__)
@@ -25,32 +36,12 @@ PERM_READ = 4
 PERM_WRITE = 2
 PERM_INHERIT = 1
 
-AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
-SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
-BENCHMARK_TOPIC = "BenchmarkTest"
-OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
-TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
-TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
-SYSTEM_TOPIC_PREFIX = "rmq_sys_"
-REPLY_TOPIC_POSTFIX = "REPLY_TOPIC"
-
-
-# Clients may not send to these (TopicValidator.isNotAllowedSendTopic).
-NOT_ALLOWED_SEND_TOPICS = frozenset({SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC,
-                                     TRANS_CHECK_MAX_TIME_TOPIC, SELF_TEST_TOPIC, OFFSET_MOVED_EVENT})
-SYSTEM_TOPICS = frozenset(NOT_ALLOWED_SEND_TOPICS | {AUTO_CREATE_TOPIC_KEY_TOPIC, BENCHMARK_TOPIC, TRACE_TOPIC})
-
-
 def is_writeable(perm: int) -> bool:
     return bool(perm & PERM_WRITE)
 
 
 def is_readable(perm: int) -> bool:
     return bool(perm & PERM_READ)
-
-
-def is_system_topic(topic: str) -> bool:
-    return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
 
 
 def retry_topic(group: str) -> str:

@@ -11,7 +11,12 @@ from typing import Any, Mapping
 from pyrmq.client.admin import PERM_READ_ONLY, PERM_READ_WRITE, AdminClient, dlq_topic, retry_topic
 from pyrmq.client.errors import MQClientError
 from pyrmq.client.route import MASTER_ID
-from pyrmq.codec.system_topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
+from pyrmq.codec.system_topics import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    REPLY_TOPIC_POSTFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    is_system_topic,
+)
 from pyrmq.console.views import (
     BadRequest,
     consume_queues_json,
@@ -31,13 +36,14 @@ MAX_LISTED_MESSAGES = 256
 # Groups every broker creates and topics it keeps for itself: listed, but marked, on the pages.
 SYSTEM_GROUPS = frozenset({"TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY",
                            "CID_ONSAPI_PULL", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER", "CID_RMQ_SYS_TRANS"})
-_SYSTEM_TOPIC_PREFIXES = ("rmq_sys_", "RMQ_SYS_", "SCHEDULE_TOPIC", "TBW102", "SELF_TEST_TOPIC", "BenchmarkTest",
-                          "OFFSET_MOVED_EVENT", "TRANS_CHECK_MAX_TIME_TOPIC", RETRY_GROUP_TOPIC_PREFIX,
-                          DLQ_GROUP_TOPIC_PREFIX)
 
 
-def is_system_topic(topic: str) -> bool:
-    return topic.startswith(_SYSTEM_TOPIC_PREFIXES) or topic.endswith("_REPLY_TOPIC")
+def is_console_reserved(topic: str) -> bool:
+    """Topics the console lists as the broker's own and will not create, change or delete: the
+    broker's system topics (one definition, pyrmq.codec.system_topics), and the retry, dead-letter
+    and reply topics the broker makes for groups and clusters."""
+    return (is_system_topic(topic) or topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX))
+            or topic.endswith("_" + REPLY_TOPIC_POSTFIX))
 
 
 def _sum_messages(rows: list[dict[str, Any]]) -> int:
@@ -79,7 +85,7 @@ class ConsoleApi:
                 addr = route.master_addr(queue_data.broker_name)
                 if addr is not None:
                     queues += topic_offsets_json(queue_data.broker_name, await self.admin.topic_stats(addr, topic))
-            rows.append({"topic": topic, "system": is_system_topic(topic),
+            rows.append({"topic": topic, "system": is_console_reserved(topic),
                          "brokers": [q.broker_name for q in route.queue_datas],
                          "readQueueNums": sum(q.read_queue_nums for q in route.queue_datas),
                          "writeQueueNums": sum(q.write_queue_nums for q in route.queue_datas),
@@ -107,7 +113,7 @@ class ConsoleApi:
     async def save_topic(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """Create a topic on every master, or change the queue counts on the brokers that have it."""
         topic = topic_arg(body.get("topic"))
-        if is_system_topic(topic):
+        if is_console_reserved(topic):
             raise BadRequest(f"{topic} is a system topic")
         write = int_arg(body.get("writeQueueNums"), "writeQueueNums", 1, MAX_QUEUE_NUMS)
         read = int_arg(body.get("readQueueNums", write), "readQueueNums", 1, MAX_QUEUE_NUMS)
@@ -123,7 +129,7 @@ class ConsoleApi:
         is deleted only once every group that consumes it has reached the max offsets; until then
         the answer lists what is left, and the topic stays read-only."""
         topic = topic_arg(body.get("topic"))
-        if is_system_topic(topic):
+        if is_console_reserved(topic):
             raise BadRequest(f"{topic} is a system topic")
         route = await self.admin.route(topic)
         if route is None:
