@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import construct as cs
+import orjson
 
 from pyrmq.codec.errors import ProtocolError
 from pyrmq.codec.text import INT32_MAX, INT32_MIN, is_encodable, may_hold_surrogate, parse_java_int
@@ -188,6 +189,32 @@ def _int_member(obj: dict[str, Any], key: str, default: int | None = None) -> in
 
 
 def decode_json_header(data: bytes | memoryview) -> RemotingCommand:
+    """A JSON header.  Most headers take the fast path: orjson (strict RFC 8259 and UTF-8, no lone
+    surrogates, so the surrogate walk is not needed) yielding string extFields and a string
+    language.  Anything else -- what orjson refuses (NaN, lone surrogates, bad UTF-8, nesting)
+    and the C++ client's numbers -- is decoded by the json module, whose rules the rest of this
+    function defines; orjson accepts a subset of what json accepts, with the same values for it
+    (but for integers past 64 bits, which never reach the fast path's fields as integers)."""
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return _decode_json_header_slow(data)
+    if type(obj) is not dict:
+        return _decode_json_header_slow(data)
+    language = obj.get("language", "JAVA")
+    remark = obj.get("remark")
+    ext = obj.get("extFields")
+    if (type(language) is not str or (remark is not None and type(remark) is not str)
+            or (ext is not None and (type(ext) is not dict
+                                     or not all(type(v) is str for v in ext.values())))):
+        return _decode_json_header_slow(data)
+    return RemotingCommand(
+        code=_int_member(obj, "code"), opaque=_int_member(obj, "opaque", 0),
+        flag=_int_member(obj, "flag", 0), remark=remark, ext_fields=ext, language=language,
+        version=_int_member(obj, "version", 0), serialize_type=SerializeType.JSON)
+
+
+def _decode_json_header_slow(data: bytes | memoryview) -> RemotingCommand:
     try:
         # Decoded strictly first: json.loads(bytes) would let UTF-8-encoded surrogates through.
         text = str(data, "utf-8")

@@ -24,6 +24,8 @@ INT64_MAX: Final = (1 << 63) - 1
 
 # Java's parseLong grammar in ASCII; 19 digits hold every long, one more sign character at most.
 _JAVA_INTEGER = re.compile(r"[+-]?[0-9]{1,19}")
+# A JSON escape that can make a UTF-16 surrogate (U+D800-U+DFFF); JSON spells the escape \u only.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def is_encodable(text: str) -> bool:
@@ -56,8 +58,11 @@ def check_encodable(value: Any, what: str) -> None:
 
 def may_hold_surrogate(json_text: str) -> bool:
     """False when the JSON text cannot produce a surrogate: strictly decoded UTF-8 holds none, so
-    only a ``\\u`` escape can make one.  Lets the common case skip the walk above."""
-    return "\\u" in json_text
+    only a ``\\uD800``-``\\uDFFF`` escape can make one.  Lets the common case skip the walk
+    above: the Java client's properties are full of ``\\u0001`` / ``\\u0002`` escapes, so
+    testing for any ``\\u`` sent every send through the walk (an escaped backslash before ``uD8``
+    still matches: a false positive only costs the walk)."""
+    return _SURROGATE_ESCAPE.search(json_text) is not None
 
 
 def parse_java_int(text: str, *, bits: int = 64) -> int:
@@ -65,6 +70,8 @@ def parse_java_int(text: str, *, bits: int = 64) -> int:
 
     Raises ValueError (with a message a user can act on) for anything else.
     """
+    if len(text) < (10 if bits == 32 else 19) and text.isascii() and text.isdigit():
+        return int(text)   # 9 (18) ASCII digits at most: in range, no sign (the common case, per send)
     if not _JAVA_INTEGER.fullmatch(text):
         raise ValueError(f"not a number: {text[:32]!r}")
     value = int(text)

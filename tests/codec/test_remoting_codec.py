@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pyrmq.codec import remoting
 from pyrmq.codec.errors import ProtocolError
 from pyrmq.codec.remoting import (
     NEED_DATA,
@@ -215,3 +216,43 @@ def test_an_unknown_huge_length_is_still_the_frame_limit():
     decoder.receive_data(b"\x7f\x00\x00\x00\x00\x00\x00\x00")
     with pytest.raises(ProtocolError, match="exceeds the limit of"):
         decoder.next_frame()
+
+
+def _decoded(decode, data: bytes):
+    """What a header decode gives (the command's fields), or the refusal."""
+    try:
+        cmd = decode(data)
+    except ProtocolError as exc:
+        return ("refused", str(exc)[:0])   # both refuse; the wording may name another parser's reason
+    return (cmd.code, cmd.opaque, cmd.flag, cmd.remark, cmd.ext_fields, cmd.language, cmd.version, cmd.invalid)
+
+
+_JSON_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.text(max_size=8),
+                          st.floats(allow_nan=True, allow_infinity=True))
+_HEADER_MEMBERS = st.fixed_dictionaries({}, optional={
+    "code": st.one_of(st.integers(-2**40, 2**40), st.text(max_size=12)),
+    "opaque": st.integers(-2**40, 2**40), "flag": st.integers(0, 3), "version": st.integers(0, 500),
+    "language": st.one_of(st.sampled_from(["JAVA", "GO", "CPP"]), st.integers(-1, 20), _JSON_SCALARS),
+    "remark": st.one_of(st.none(), st.text(max_size=16), st.integers()),
+    "extFields": st.one_of(st.none(), st.dictionaries(st.text(max_size=6), st.one_of(st.text(max_size=16),
+                                                                                     _JSON_SCALARS), max_size=6)),
+})
+
+
+@given(members=_HEADER_MEMBERS, escape=st.booleans())
+def test_fast_json_header_path_agrees_with_the_json_module_path(members, escape):
+    # orjson decodes most headers; anything it refuses or gives another type for goes through the
+    # json module: both must give the same command, or both refuse.
+    data = json.dumps(members, ensure_ascii=escape).encode("utf-8", "surrogatepass")
+    assert _decoded(decode_json_header, data) == _decoded(remoting._decode_json_header_slow, data)
+
+
+@pytest.mark.parametrize("data", [
+    b'{"code":10,"opaque":4,"extFields":{"topic":"T\\ud800"}}',    # lone surrogate: decoded, marked invalid
+    b'{"code":10,"extFields":{"x":"\xed\xa0\x80"}}',                # surrogate in UTF-8: refused
+    b'{"code":NaN}', b'{"code":10,"extFields":{"n":12345678901234567890123}}', b'\xef\xbb\xbf{"code":1}',
+    b'{"code":10,"language":99999999999999999999999}', b'{"code":10,"extFields":{"a":1.5,"b":true,"c":null}}',
+    JAVA_ROUTE_REQUEST_HEADER, GO_ROUTE_REQUEST_HEADER, CPP_PULL_HEADER,
+])
+def test_fast_json_header_path_agrees_on_the_cases_orjson_leaves_to_json(data):
+    assert _decoded(decode_json_header, data) == _decoded(remoting._decode_json_header_slow, data)
