@@ -21,7 +21,7 @@ from .harness import (
     Measure,
     RowOutput,
     create_topic,
-    discard_server,
+    discard_into,
     fmt,
     kinds_in_order,
     loadgen_java,
@@ -121,10 +121,7 @@ def run(env: Env, kinds: list[str], rep: int) -> RowOutput:
         except Exception as exc:  # noqa: BLE001 - recorded, the other rows still run
             out.problems.append(f"- backlog / cold start, {kind} (work dir `{workdir}`): {type(exc).__name__}: {exc}")
         finally:
-            _codes, (errors, _warnings, lines) = discard_server(server, logs)
-            if errors:
-                out.problems.append(f"- backlog / cold start, {kind}: {errors} error lines in the server logs, e.g. "
-                                    + "; ".join(f"`{x}`" for x in lines[:3]))
+            discard_into(out, "backlog / cold start", kind, server, logs)
         rows.append((kind, got))
         n = f"{args.backlog:,}"
         if "backlog" in args.rows:

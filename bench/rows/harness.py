@@ -469,3 +469,11 @@ class RowOutput:
 def kinds_in_order(kinds: list[str], turn: int) -> list[str]:
     """The server kinds, which one goes first alternating with ``turn``."""
     return list(kinds) if turn % 2 == 0 else list(reversed(kinds))
+
+
+def discard_into(out: RowOutput, what: str, kind: str, server: Server, logs: list[Path]) -> None:
+    """discard_server, with error lines of the server's logs noted among the row's problems."""
+    _codes, (errors, _warnings, lines) = discard_server(server, logs)
+    if errors:
+        out.problems.append(f"- {what}, {kind}: {errors} error lines in the server logs, e.g. "
+                            + "; ".join(f"`{x}`" for x in lines[:3]))

@@ -23,7 +23,7 @@ from .harness import (
     RowOutput,
     cpu_seconds,
     create_topic,
-    discard_server,
+    discard_into,
     fmt,
     kinds_in_order,
     make_server,
@@ -128,10 +128,7 @@ def run(env: Env, kinds: list[str], rep: int) -> RowOutput:
         finally:
             for p in pollers:
                 p.close()
-            _codes, (errors, _warnings, lines) = discard_server(server, logs)
-            if errors:
-                out.problems.append(f"- idle consumers, {kind}: {errors} error lines in the server logs, e.g. "
-                                    + "; ".join(f"`{x}`" for x in lines[:3]))
+            discard_into(out, "idle consumers", kind, server, logs)
         table.append((kind, pct, sum(during.values())))
         out.measures.append(Measure(f"idle: {n:,} long-polling consumers", "server CPU % of a core (< 5)", kind,
                                     pct, "%", "lower"))
