@@ -1,455 +1,61 @@
-"""Side-by-side benchmark: the same Java load generator against pyrmq and Apache RocketMQ 4.9.7.
+"""Side-by-side benchmark: pyrmq and Apache RocketMQ 4.9.7 in one run, every row of issue 14's table.
 
-    .venv/bin/python bench/side_by_side.py [--duration 15] [--threads 1,16,64] [--batch 16]
-                                           [--batch-threads 16] [--tx-threads 16] [--servers pyrmq,apache]
-                                           [--repeat 1] [--pyrmq-rev HEAD] [--markdown FILE]
+    .venv/bin/python bench/side_by_side.py [--rows send,gate,latency,memory,topics,backlog,coldstart,idle,namesrv]
+        [--duration 15] [--threads 1,16,64] [--sync-threads 64] [--batch 16,64] [--batch-threads 16]
+        [--tx-threads 16] [--gate-minutes 15] [--latency-threads 16] [--topics 1000] [--backlog 1000000]
+        [--idle-consumers 10000] [--ns-brokers 100] [--ns-topics 10000]
+        [--servers pyrmq,apache] [--repeat 1] [--pyrmq-rev HEAD] [--markdown FILE]
 
-For every scenario (1 KiB messages with each --threads count, then batches of --batch x 1 KiB
-with each --batch-threads count, then transactional 1 KiB messages committed at once with each
---tx-threads count), --repeat times, and for each server, alternating which server
-goes first (pyrmq runs as committed at --pyrmq-rev, exported with git archive):
+Row families (--rows, default all; bench/README.md says what each measures and how):
 
-0. wait (at most --quiet-wait s) until the machine is quiet, others' work would skew one side;
+- send: 1 KiB sends with each --threads count, SYNC_FLUSH with each --sync-threads count, batches
+  of each --batch size with each --batch-threads count, transactional sends (--tx-threads); send
+  TPS, RT, consume TPS and the server's CPU time per message (bench/rows/send.py);
+- gate: Apache's CI gate shape, 64 threads, 128 B bodies, --gate-minutes measured (0: skip);
+- latency: store->consume and born->consume p50 / p99 with a live push consumer;
+- memory: the server's peak resident memory under the 64-thread load (sampled in every run);
+- topics: send TPS with --topics topics x --queues queues against one topic (no consumer);
+- backlog, coldstart: --backlog messages sent, read back by a fresh consumer group (consume TPS);
+  then the server stopped and started on that store, cleanly and after kill -9: time until it
+  routes the topic and accepts a send (bench/rows/backlog.py);
+- idle: --idle-consumers long-polling pull requests held by the broker, its CPU over --idle-seconds
+  (bench/rows/idle.py);
+- namesrv: --ns-brokers brokers x --ns-topics topics registered on a bare NameServer, then route
+  queries per second and their p50 / p99 from several connections (bench/rows/namesrv.py).
 
-1. start a fresh server on free loopback ports with its own temp store (compat_tests.servers:
-   pyrmq as ``python -m pyrmq standalone``, Apache as NamesrvStartup + BrokerStartup from the
-   Maven Central jars), ASYNC_FLUSH, the same commit log file size for both;
-2. create the topic with --queues queues (UPDATE_AND_CREATE_TOPIC to the broker) and wait for the
-   NameServer to route it;
-3. run pyrmq.bench.LoadGen (bench/java, official rocketmq-client 4.9.8, ROCKETMQ binary headers):
-   --warmup seconds of sending that are not counted, --duration seconds measured, with a push
-   consumer running in the same JVM all along; then the producers stop and the consumer gets up
-   to --drain-timeout seconds to receive everything that was acknowledged;
-4. stop the server (SIGTERM; SIGKILL after 30 s), scan its log for errors, delete the store.
-
-It prints each run's per-second lines, then a Markdown report (machine, command, one table with
-both servers and one with the ratios pyrmq/Apache); --markdown also writes it to a file. It is a
-benchmark, not a test: run it by hand. Work files (server logs, load generator output) stay in
-a temp directory whose path is printed; the stores are deleted after each run.
+Every scenario runs once per server kind per --repeat pass, which kind goes first alternating,
+each on a fresh server and store (pyrmq as committed at --pyrmq-rev, exported with git archive;
+Apache 4.9.7 NameServer + Broker from Maven Central); before each run it waits (at most
+--quiet-wait s) until the machine is quiet. The load generator is pyrmq.bench.LoadGen (bench/java,
+official rocketmq-client 4.9.8). The report: machine, command, every run, ratios pyrmq / Apache,
+and a summary with one line per measure of the issue's table. It is a benchmark, not a test: run
+it by hand. Work files stay in a temp directory whose path is printed.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
-import hashlib
-import json
-import os
-import platform
-import re
-import shlex
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from compat_tests import build as compat_build
-from compat_tests.servers import (
-    GET_ROUTEINFO_BY_TOPIC,
-    LOOPBACK,
-    ApacheServer,
-    ProbeError,
-    PyrmqServer,
-    Server,
-    ServerConfig,
-    allocate_ports,
-    die_with_parent,
-    remoting_call,
-)
+from rows import backlog, idle, namesrv, send
+from rows.harness import Env, RowOutput, build_loadgen, export_pyrmq, machine_info, measures_table
 
-BENCH_DIR = Path(__file__).resolve().parent
-JAVA_DIR = BENCH_DIR / "java"
-# Gitignored (compat_tests/.cache/ is); the pom's <build><directory> points here too.
-BUILD_DIR = REPO / "compat_tests" / ".cache" / "bench-java"
-MAIN_CLASS = "pyrmq.bench.LoadGen"
-
-UPDATE_AND_CREATE_TOPIC = 17
-MIB = 1024 * 1024
-
-
-# ------------------------------------------------------------------------------------- build
-
-def build_loadgen() -> str:
-    """Compile bench/java (cached while pom and sources are unchanged); return its classpath."""
-    compat_build.require_tools()
-    inputs = sorted([JAVA_DIR / "pom.xml", *(JAVA_DIR / "src").rglob("*.java")])
-    h = hashlib.sha256()
-    for path in inputs:
-        h.update(str(path.relative_to(JAVA_DIR)).encode())
-        h.update(path.read_bytes())
-    digest = h.hexdigest()
-    classes = BUILD_DIR / "classes"
-    classpath_file = BUILD_DIR / "classpath.txt"
-    stamp = BUILD_DIR / "inputs.sha256"
-    fresh = (stamp.exists() and stamp.read_text() == digest and classpath_file.exists()
-             and all(Path(p).exists() for p in classpath_file.read_text().strip().split(os.pathsep))
-             and (classes / "pyrmq" / "bench" / "LoadGen.class").exists())
-    if not fresh:
-        BUILD_DIR.mkdir(parents=True, exist_ok=True)
-        log_path = BUILD_DIR / "mvn.log"
-        args = ["clean", "compile", "dependency:build-classpath", f"-Dmdep.outputFile={classpath_file}"]
-        for extra in (["-o"], []):  # offline first, online if ~/.m2 lacks something
-            with open(log_path, "ab") as log:
-                proc = subprocess.run(["mvn", "-B", "-q", *extra, *args], cwd=JAVA_DIR, stdout=log,
-                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=900,
-                                      check=False)
-            if proc.returncode == 0:
-                break
-        else:
-            raise SystemExit(f"building bench/java failed; see {log_path}")
-        stamp.write_text(digest)
-    return os.pathsep.join([str(classes), classpath_file.read_text().strip()])
-
-
-# ------------------------------------------------------------------------------------- servers
-
-def export_pyrmq(rev: str, dest: Path) -> str:
-    """Put pyrmq as committed at ``rev`` into dest/pyrmq (git archive) and make every pyrmq
-    server started from here on import it from there (PYTHONPATH comes before the editable
-    install): others may be editing the working tree while a run goes on. Returns a label for the
-    report: the short commit hash (and ``+ working tree`` when rev is ``worktree``)."""
-    if rev == "worktree":
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                                text=True, check=False).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "pyrmq"], cwd=REPO, capture_output=True,
-                               text=True, check=False).stdout.strip()
-        return f"{commit} (working tree{', with uncommitted changes in pyrmq/' if dirty else ''})"
-    commit = subprocess.run(["git", "rev-parse", "--short", f"{rev}^{{commit}}"], cwd=REPO, capture_output=True,
-                            text=True, check=True).stdout.strip()
-    dest.mkdir(parents=True, exist_ok=True)
-    archive = subprocess.run(["git", "archive", commit, "pyrmq"], cwd=REPO, capture_output=True, check=True)
-    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(dest), *filter(None, [os.environ.get("PYTHONPATH")])])
-    return commit
-
-
-class BenchPyrmqServer(PyrmqServer):
-    """pyrmq standalone, listening on loopback only."""
-
-    def __init__(self, config: ServerConfig, extra_conf: dict[str, str]) -> None:
-        super().__init__(config)
-        self.conf_path.write_text(config.broker_conf(extra_conf))
-
-
-class BenchApacheServer(ApacheServer):
-    """The compat harness's Apache server with a benchmark-sized broker JVM (the harness runs it
-    with 256 MiB and SerialGC to stay small in the test suite)."""
-
-    def __init__(self, config: ServerConfig, classpath: str, broker_jvm: list[str]) -> None:
-        super().__init__(config, classpath)
-        self.broker_jvm = broker_jvm
-
-    def _spawn(self, argv: list[str], out_path: Path) -> subprocess.Popen:
-        if "org.apache.rocketmq.broker.BrokerStartup" in argv:
-            sized = ("-Xms", "-Xmx", "-Xmn", "-XX:MaxDirectMemorySize=", "-XX:+UseSerialGC", "-XX:+UseG1GC",
-                     "-XX:+UseParallelGC")
-            argv = [argv[0], *self.broker_jvm, *(a for a in argv[1:] if not a.startswith(sized))]
-        self.last_broker_argv = argv if "org.apache.rocketmq.broker.BrokerStartup" in argv else None
-        return super()._spawn(argv, out_path)
-
-
-def server_pids(server: Server) -> list[int]:
-    return [p.pid for p in server._processes() if p.poll() is None]
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    """utime + stime of the processes (all threads), from /proc."""
-    total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
-        except (OSError, IndexError, ValueError):
-            pass
-    return total / os.sysconf("SC_CLK_TCK")
-
-
-def create_topic(server: Server, topic: str, queues: int, timeout: float = 30.0) -> None:
-    """UPDATE_AND_CREATE_TOPIC on the broker, then wait until the NameServer routes it."""
-    broker = (LOOPBACK, server.config.ports.listen)
-    header, _ = remoting_call(broker, UPDATE_AND_CREATE_TOPIC, {
-        "topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues),
-        "writeQueueNums": str(queues), "perm": "6", "topicFilterType": "SINGLE_TAG",
-        "topicSysFlag": "0", "order": "false"}, timeout=10)
-    if header.get("code") != 0:
-        raise RuntimeError(f"{server.kind}: UPDATE_AND_CREATE_TOPIC {topic}: {header}")
-    deadline = time.monotonic() + timeout
-    last = ""
-    while time.monotonic() < deadline:
-        try:
-            header, body = remoting_call((LOOPBACK, server.config.ports.namesrv), GET_ROUTEINFO_BY_TOPIC,
-                                         {"topic": topic})
-            # Not json.loads: Apache's route JSON has integer map keys ({0:"addr"}).
-            text = body.decode("utf-8", "replace")
-            if header.get("code") == 0 and f'"writeQueueNums":{queues}' in text:
-                return
-            last = f"code {header.get('code')} {text[:200]}"
-        except (OSError, ProbeError, ValueError) as exc:
-            last = repr(exc)
-        time.sleep(0.2)
-    raise RuntimeError(f"{server.kind}: NameServer does not route {topic} with {queues} queues: {last}")
-
-
-LOG_ERROR = re.compile(r"\b(ERROR|CRITICAL|FATAL|Traceback|Exception)\b")
-LOG_WARN = re.compile(r"\b(WARN|WARNING)\b")
-
-
-def log_sizes(paths: list[Path]) -> dict[Path, int]:
-    return {p: p.stat().st_size for p in paths if p.exists()}
-
-
-def log_problems(sizes: dict[Path, int], limit: int = 12) -> tuple[int, int, list[str]]:
-    """(error lines, warning lines, the first few distinct ones, errors first) in the first
-    ``sizes[path]`` bytes of each log: start-up and run, not the shutdown after SIGTERM."""
-    errors, warnings, error_lines, warn_lines = 0, 0, [], []
-    for path, size in sizes.items():
-        try:
-            with open(path, "rb") as f:
-                lines = f.read(size).decode("utf-8", "replace").splitlines()
-        except OSError:
-            continue
-        for line in lines:
-            if LOG_ERROR.search(line):
-                errors += 1
-                bucket = error_lines
-            elif LOG_WARN.search(line):
-                warnings += 1
-                bucket = warn_lines
-            else:
-                continue
-            key = re.sub(r"^[\d\-: ,.]+", "", line)[:400]  # without the timestamp, so repeats collapse
-            if key not in bucket and len(bucket) < limit:
-                bucket.append(key)
-    return errors, warnings, (error_lines + warn_lines)[:limit]
-
-
-# ------------------------------------------------------------------------------------- runs
-
-@dataclass(frozen=True)
-class Scenario:
-    name: str
-    threads: int
-    batch: int
-    transaction: bool = False   # TransactionMQProducer, local transaction commits at once
-
-
-@dataclass
-class RunResult:
-    scenario: Scenario
-    kind: str
-    rep: int = 1
-    summary: dict | None = None
-    startup_s: float = 0.0
-    cpu_pct: dict[str, float] | None = None
-    quiet_wait_s: float = 0.0
-    busy_before_pct: float | None = None
-    stop_codes: list[int] = field(default_factory=list)
-    log_errors: int = 0
-    log_warnings: int = 0
-    log_problem_lines: list[str] = field(default_factory=list)
-    error: str | None = None
-    workdir: Path | None = None
-
-
-def loadgen_argv(args, classpath: str, workdir: Path, namesrv: str, topic: str, sc: Scenario) -> list[str]:
-    return ["java", f"-Xms{args.loadgen_heap}", f"-Xmx{args.loadgen_heap}", "-XX:+UseG1GC",
-            "-Drocketmq.serialize.type=ROCKETMQ",
-            f"-Duser.home={workdir / 'home'}",
-            "-Drocketmq.client.logUseSlf4j=false", f"-Drocketmq.client.logRoot={workdir / 'client-logs'}",
-            "-cp", classpath, MAIN_CLASS,
-            "--namesrv", namesrv, "--topic", topic, "--threads", str(sc.threads), "--size", str(args.size),
-            "--batch", str(sc.batch), "--warmup", str(args.warmup), "--duration", str(args.duration),
-            "--consume", "true", "--drain-timeout", str(args.drain_timeout),
-            "--send-timeout", str(args.send_timeout), "--transaction", str(sc.transaction).lower()]
-
-
-def machine_busy_seconds() -> float:
-    """CPU seconds all cores spent not idle (user, nice, system, irq, softirq, steal), /proc/stat."""
-    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
-
-
-def wait_until_quiet(threshold_pct: float, max_wait_s: float) -> tuple[float, float]:
-    """Wait (up to max_wait_s) for 3 s in a row in which the machine is busy below threshold_pct
-    (100 % = one core) — others' work on a shared machine skews both servers' numbers. Returns
-    (seconds waited, busy % of the last 3 s)."""
-    start = time.monotonic()
-    while True:
-        b0, t0 = machine_busy_seconds(), time.monotonic()
-        time.sleep(3)
-        busy = 100 * (machine_busy_seconds() - b0) / (time.monotonic() - t0)
-        waited = time.monotonic() - start
-        if busy < threshold_pct or waited >= max_wait_s:
-            return waited, busy
-
-
-@dataclass
-class CpuWindow:
-    """CPU use during the measured window: server process(es), load generator, everything else."""
-
-    server_pids: list[int]
-    loadgen_pid: int
-    start: tuple[float, float, float, float] | None = None
-    pct: dict[str, float] | None = None
-
-    def sample(self) -> tuple[float, float, float, float]:
-        return (time.monotonic(), cpu_seconds(self.server_pids), cpu_seconds([self.loadgen_pid]),
-                machine_busy_seconds())
-
-    def open(self) -> None:
-        self.start = self.sample()
-
-    def close(self) -> None:
-        if self.start is None:
-            return
-        end = self.sample()
-        wall = end[0] - self.start[0]
-        server, loadgen, busy = (100 * (e - s) / wall for s, e in zip(self.start[1:], end[1:]))
-        self.pct = {"server": server, "loadgen": loadgen, "other": max(0.0, busy - server - loadgen)}
-
-
-def run_loadgen(argv: list[str], workdir: Path, timeout: float, label: str,
-                server_pids: list[int]) -> tuple[dict | None, str | None, dict[str, float] | None]:
-    """Run the load generator, echo its ticks; return (its summary, an error, CPU % in the window)."""
-    out_path, err_path = workdir / "loadgen.jsonl", workdir / "loadgen.err"
-    summary, error = None, None
-    with open(out_path, "w") as out, open(err_path, "wb") as err:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
-                                text=True, preexec_fn=die_with_parent)  # noqa: PLW1509 - prctl only
-        cpu = CpuWindow(server_pids, proc.pid)
-        deadline = time.monotonic() + timeout
-
-        def watchdog() -> None:
-            while proc.poll() is None:
-                if time.monotonic() > deadline:
-                    proc.kill()
-                    return
-                time.sleep(0.5)
-
-        threading.Thread(target=watchdog, daemon=True).start()
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            out.write(line)
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            kind = event.get("type")
-            if kind == "tick":
-                print(f"    {label} {event['phase']:<7} t={event['t']:5.1f}s send {event['send_tps']:>9,.0f}/s "
-                      f"rt avg {event['avg_rt_ms']:7.2f} max {event['max_rt_ms']:8.1f} ms  "
-                      f"failed {event['send_failed']:>3}  consume {event['consume_tps']:>9,.0f}/s", flush=True)
-            elif kind == "phase":
-                if event["phase"] == "measure":
-                    cpu.open()
-                else:
-                    cpu.close()
-            elif kind == "summary":
-                summary = event
-            elif kind == "start":
-                print(f"    {label} load generator: client {event['client_version']}, "
-                      f"{event['serialize']} headers", flush=True)
-        rc = proc.wait()
-    if rc != 0 and summary is None:
-        tail = err_path.read_text(errors="replace").splitlines()[-15:]
-        error = f"load generator exited {rc}" + (" (killed after timeout)" if time.monotonic() > deadline else "")
-        error += "\n" + "\n".join(tail)
-    elif summary is None:
-        error = "load generator printed no summary"
-    return summary, error, cpu.pct
-
-
-def run_one(args, sc: Scenario, kind: str, rep: int, index: int, run_root: Path, loadgen_cp: str,
-            reference_cp: str | None) -> RunResult:
-    workdir = run_root / f"{index:02d}-{kind}-t{sc.threads}-b{sc.batch}"
-    result = RunResult(sc, kind, rep, workdir=workdir)
-    config = ServerConfig(workdir, allocate_ports(), flush_disk_type="ASYNC_FLUSH",
-                          mapped_file_size_commit_log=args.commitlog_mib * MIB)
-    if kind == "pyrmq":
-        server: Server = BenchPyrmqServer(config, {"bindAddress": LOOPBACK})
-        logs = [workdir / "pyrmq.out"]
-    else:
-        assert reference_cp is not None
-        server = BenchApacheServer(config, reference_cp, args.apache_jvm.split())
-        logs = [workdir / "namesrv.out", workdir / "broker.out", workdir / "logs" / "broker.log",
-                workdir / "logs" / "namesrv.log"]
-    topic = f"Bench_t{sc.threads}_b{sc.batch}"
-    label = f"[{kind:>6}]"
-    try:
-        if args.quiet_wait > 0:
-            waited, busy = wait_until_quiet(args.quiet_threshold, args.quiet_wait)
-            result.quiet_wait_s, result.busy_before_pct = waited, busy
-            print(f"    {label} machine busy {busy:.0f} % before the start (waited {waited:.0f} s)", flush=True)
-        t0 = time.monotonic()
-        server.start()
-        result.startup_s = time.monotonic() - t0
-        create_topic(server, topic, args.queues)
-        argv = loadgen_argv(args, loadgen_cp, workdir, server.namesrv_addr, topic, sc)
-        (workdir / "loadgen.cmd").write_text(shlex.join(argv) + "\n")
-        timeout = args.warmup + args.duration + args.drain_timeout + 3 * args.send_timeout / 1000 + 60
-        result.summary, result.error, result.cpu_pct = run_loadgen(argv, workdir, timeout, label,
-                                                                   server_pids(server))
-        for proc in server._processes():
-            if proc.poll() is not None:
-                result.error = (result.error or "") + f"\nserver process {proc.pid} exited {proc.returncode} during the run"
-    except Exception as exc:  # noqa: BLE001 - a failed run is recorded, the others still run
-        result.error = f"{type(exc).__name__}: {exc}"
-    finally:
-        sizes = log_sizes(logs)
-        try:
-            result.stop_codes = server.stop(timeout=30)
-        finally:
-            server.close()
-        result.log_errors, result.log_warnings, result.log_problem_lines = log_problems(sizes)
-        shutil.rmtree(config.store_dir, ignore_errors=True)
-        shutil.rmtree(workdir / "home" / "store", ignore_errors=True)
-    return result
+ROWS = ("send", "gate", "latency", "memory", "topics", "backlog", "coldstart", "idle", "namesrv")
 
 
 # ------------------------------------------------------------------------------------- report
 
-def machine_info() -> dict[str, str]:
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem = "unknown"
-    try:
-        kb = int(re.search(r"MemTotal:\s+(\d+)", Path("/proc/meminfo").read_text()).group(1))
-        mem = f"{kb / 1024 / 1024:.1f} GiB"
-    except (OSError, AttributeError):
-        pass
-    java = subprocess.run(["java", "-version"], capture_output=True, text=True, check=False).stderr.splitlines()
-    return {"cores": str(os.cpu_count()), "ram": mem, "cpu": cpu,
-            "java": java[0] if java else "unknown", "jvm": java[1] if len(java) > 1 else "",
-            "python": platform.python_version() + f" ({platform.python_implementation()})",
-            "os": platform.platform()}
-
-
-def fmt(value, spec: str = ",.0f") -> str:
-    return "—" if value is None else format(value, spec)
-
-
-def ratio(a, b) -> str:
-    if a is None or b is None or b == 0:
-        return "—"
-    return f"{a / b:.2f}"
-
-
-def report(args, results: list[RunResult], started: dt.datetime, elapsed_s: float, pyrmq_commit: str) -> str:
+def report(args, results: list[send.RunResult], others: list[RowOutput], started: dt.datetime, elapsed_s: float,
+           pyrmq_commit: str) -> str:
     m = machine_info()
     command = " ".join([".venv/bin/python", "bench/side_by_side.py", *sys.argv[1:]])
     heap = args.loadgen_heap
@@ -474,48 +80,16 @@ def report(args, results: list[RunResult], started: dt.datetime, elapsed_s: floa
          "of the server process(es), of the load generator JVM, and of everything else on the machine "
          "(/proc/stat busy time minus those two; 200 % = both cores busy); log err / warn = lines in the "
          "server logs from start-up to the end of the run (not the shutdown) matching "
-         "ERROR/Exception/Traceback and WARN(ING)."),
+         "ERROR/Exception/Traceback and WARN(ING). s2c = store->consume latency (consumer's clock minus the "
+         "message's storeTimestamp) of the messages consumed in the window; server CPU µs / msg = the server "
+         "process(es)' CPU time in the window over the messages acknowledged in it; RSS peak = the highest sum "
+         "of the server process(es)' VmRSS sampled every 0.5 s in the window."),
         "",
-        ("| scenario | server | send TPS | calls/s | avg RT ms | max RT ms | send failed | consume TPS | "
-         "lag after drain | drain s | CPU server | CPU loadgen | CPU other | log err / warn |"),
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for r in results:
-        s = r.summary or {}
-
-        def cpu(key: str, r: RunResult = r) -> str:
-            return "—" if not r.cpu_pct else f"{r.cpu_pct[key]:.0f} %"
-
-        failed = None if not s else s["send_failed"] + s["send_not_ok"]
-        send = fmt(s.get("send_tps")) if s else "**run failed**"
-        name = r.scenario.name + (f" (pass {r.rep})" if args.repeat > 1 else "")
-        lines.append(
-            f"| {name} | {r.kind} | {send} | {fmt(s.get('send_calls_tps'))} | "
-            f"{fmt(s.get('avg_rt_ms'), '.2f')} | {fmt(s.get('max_rt_ms'), '.1f')} | {fmt(failed, 'd')} | "
-            f"{fmt(s.get('consume_tps'))} | {fmt(s.get('lag'), ',d')} | {fmt(s.get('drain_s'), '.1f')} | "
-            f"{cpu('server')} | {cpu('loadgen')} | {cpu('other')} | {r.log_errors} / {r.log_warnings} |")
-    several = args.repeat > 1
-    lines += ["", "Ratios pyrmq / Apache (send and consume TPS: higher is better for pyrmq; RT: lower is better)"
-              + (", of the medians over the passes; send TPS ratio of each pass in the last column" if several
-                 else "") + ":", "",
-              "| scenario | send TPS | avg RT | max RT | consume TPS |" + (" send TPS per pass |" if several else ""),
-              "|---|---:|---:|---:|---:|" + ("---:|" if several else "")]
-    for sc in dict.fromkeys(r.scenario for r in results):
-        def med(kind: str, key: str, sc: Scenario = sc) -> float | None:
-            values = [r.summary[key] for r in results if r.scenario == sc and r.kind == kind and r.summary
-                      and r.summary.get(key) is not None]
-            return statistics.median(values) if values else None
-
-        row = f"| {sc.name} | " + " | ".join(ratio(med("pyrmq", k), med("apache", k))
-                                             for k in ("send_tps", "avg_rt_ms", "max_rt_ms", "consume_tps")) + " |"
-        if several:
-            per_pass = []
-            for rep in range(1, args.repeat + 1):
-                tps = {r.kind: (r.summary or {}).get("send_tps") for r in results if r.scenario == sc and r.rep == rep}
-                per_pass.append(ratio(tps.get("pyrmq"), tps.get("apache")))
-            row += " " + ", ".join(per_pass) + " |"
-        lines.append(row)
+    lines += send.run_table(args, results)
+    lines += [""] + send.ratio_table(args, results)
     # Apache logs a handful of WARN lines at every start; pyrmq is expected to log none.
+    several = args.repeat > 1
     problems = [r for r in results if r.error or r.log_errors or (r.kind == "pyrmq" and r.log_warnings)
                 or (r.summary and r.summary.get("errors"))]
     if problems:
@@ -530,6 +104,16 @@ def report(args, results: list[RunResult], started: dt.datetime, elapsed_s: floa
             if r.log_errors or r.log_warnings:
                 lines.append(f"  - {r.log_errors} error and {r.log_warnings} warning lines in the server logs, e.g.:")
                 lines += [f"    - `{line}`" for line in r.log_problem_lines[:6]]
+    for out in others:
+        if out.details:
+            lines += [""] + out.details
+    measures = send.measures(results) + [m for out in others for m in out.measures]
+    if measures:
+        lines += ["", "Summary, one line per measure of issue 14's table (pyrmq / Apache: ratio of the two "
+                  "figures; `better` says which way is good for pyrmq):", ""] + measures_table(measures)
+    other_problems = [p for out in others for p in out.problems]
+    if other_problems:
+        lines += ["", "Problems seen in the other rows:", ""] + other_problems
     return "\n".join(lines) + "\n"
 
 
@@ -539,17 +123,35 @@ def csv_ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x.strip()]
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser.add_argument("--rows", default=",".join(ROWS), help=f"row families, comma-separated (default all: {','.join(ROWS)})")
     parser.add_argument("--duration", type=int, default=15, help="measured seconds per run (default 15)")
     parser.add_argument("--warmup", type=int, default=10,
                         help="uncounted seconds of sending first, also JIT warm-up for Apache (default 10)")
     parser.add_argument("--threads", type=csv_ints, default=[1, 16, 64], help="producer threads, 1 KiB messages")
-    parser.add_argument("--batch", type=int, default=16, help="messages per batch in the batch scenarios (0: none)")
+    parser.add_argument("--sync-threads", type=csv_ints, default=[64],
+                        help="producer threads, 1 KiB messages, flushDiskType=SYNC_FLUSH (default 64)")
+    parser.add_argument("--batch", type=csv_ints, default=[16, 64],
+                        help="messages per batch in the batch scenarios, comma-separated (default 16,64; 0: none)")
     parser.add_argument("--batch-threads", type=csv_ints, default=[16], help="producer threads, batch scenarios")
     parser.add_argument("--tx-threads", type=csv_ints, default=[],
                         help="producer threads, transactional 1 KiB messages committed at once (default: none)")
+    parser.add_argument("--gate-minutes", type=float, default=15,
+                        help="measured minutes of the CI gate shape (64 threads, 128 B; default 15; 0: skip)")
+    parser.add_argument("--latency-threads", type=int, default=16, help="producer threads of the latency row")
+    parser.add_argument("--topics", type=int, default=1000, help="topics of the many-topics row (default 1000)")
+    parser.add_argument("--topics-threads", type=int, default=64, help="producer threads of the topics row")
+    parser.add_argument("--backlog", type=int, default=1_000_000, help="messages of the backlog row (default 1,000,000)")
+    parser.add_argument("--backlog-batch", type=int, default=64, help="batch size used to fill the backlog")
+    parser.add_argument("--idle-consumers", type=int, default=10_000, help="held pull requests of the idle row")
+    parser.add_argument("--idle-connections", type=int, default=100, help="connections carrying them")
+    parser.add_argument("--idle-seconds", type=int, default=30, help="measured seconds of the idle row")
+    parser.add_argument("--ns-brokers", type=int, default=100, help="brokers registered in the namesrv row")
+    parser.add_argument("--ns-topics", type=int, default=10_000, help="topics of each registered broker")
+    parser.add_argument("--ns-clients", type=int, default=4, help="route-querying client processes")
+    parser.add_argument("--ns-seconds", type=int, default=15, help="seconds of route queries")
     parser.add_argument("--size", type=int, default=1024, help="message body bytes (default 1024)")
     parser.add_argument("--queues", type=int, default=8, help="queues of the topic (default 8)")
     parser.add_argument("--servers", default="pyrmq,apache", help="which servers, comma-separated")
@@ -570,17 +172,19 @@ def main() -> int:
     parser.add_argument("--markdown", type=Path, help="also write the report to this file")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs) even when no run had problems")
     args = parser.parse_args()
-
-    servers = [s.strip() for s in args.servers.split(",") if s.strip()]
-    if not servers or any(s not in ("pyrmq", "apache") for s in servers):
+    args.servers = [s.strip() for s in args.servers.split(",") if s.strip()]
+    if not args.servers or any(s not in ("pyrmq", "apache") for s in args.servers):
         parser.error("--servers takes pyrmq and/or apache")
-    scenarios = [Scenario(f"1 KiB, {t} thread{'s' if t > 1 else ''}", t, 1) for t in args.threads]
-    if args.batch > 1:
-        scenarios += [Scenario(f"batch {args.batch} x 1 KiB, {t} thread{'s' if t > 1 else ''}", t, args.batch)
-                      for t in args.batch_threads]
-    scenarios += [Scenario(f"transactional 1 KiB, {t} thread{'s' if t > 1 else ''}", t, 1, True)
-                  for t in args.tx_threads]
+    args.rows = {r.strip() for r in args.rows.split(",") if r.strip()}
+    if not args.rows or args.rows - set(ROWS):
+        parser.error(f"--rows takes some of {','.join(ROWS)}")
+    return args
 
+
+def main() -> int:
+    args = parse_args()
+    servers = args.servers
+    scenarios = send.scenarios(args, args.rows)
     print("building the load generator (bench/java) ...", flush=True)
     loadgen_cp = build_loadgen()
     reference_cp = None
@@ -594,38 +198,38 @@ def main() -> int:
     print(f"work directory: {run_root}", flush=True)
     pyrmq_commit = export_pyrmq(args.pyrmq_rev, run_root / "pyrmq-src") if "pyrmq" in servers else "not run"
     print(f"pyrmq: {pyrmq_commit}", flush=True)
-    results: list[RunResult] = []
-    index = 0
+    env = Env(args, loadgen_cp, reference_cp, run_root)
+    results: list[send.RunResult] = []
+    others: list[RowOutput] = []
     try:
         for rep in range(1, args.repeat + 1):
             for i, sc in enumerate(scenarios):
                 order = servers if (i + rep) % 2 == 1 else list(reversed(servers))
                 for kind in order:
-                    index += 1
                     print(f"== {sc.name}: {kind}" + (f" (pass {rep})" if args.repeat > 1 else ""), flush=True)
-                    r = run_one(args, sc, kind, rep, index, run_root, loadgen_cp, reference_cp)
-                    s = r.summary or {}
-                    cpu = r.cpu_pct and {k: round(v) for k, v in r.cpu_pct.items()}
-                    print(f"   -> send {fmt(s.get('send_tps'))}/s, avg RT {fmt(s.get('avg_rt_ms'), '.2f')} ms, "
-                          f"max RT {fmt(s.get('max_rt_ms'), '.1f')} ms, consume {fmt(s.get('consume_tps'))}/s, "
-                          f"lag {fmt(s.get('lag'), ',d')}, CPU % {cpu}, "
-                          f"startup {r.startup_s:.1f} s, stop codes {r.stop_codes}"
-                          + (f"\n   !! {r.error}" if r.error else ""), flush=True)
+                    r = send.run_one(env, sc, kind, rep)
+                    print(send.one_line(r), flush=True)
                     results.append(r)
+            if args.rows & {"backlog", "coldstart"}:
+                others.append(backlog.run(env, servers, rep))
+            if "idle" in args.rows:
+                others.append(idle.run(env, servers, rep))
+            if "namesrv" in args.rows:
+                others.append(namesrv.run(env, servers, rep))
     except KeyboardInterrupt:
         print("interrupted; reporting what ran", flush=True)
-    text = report(args, results, started, time.monotonic() - t0, pyrmq_commit)
+    text = report(args, results, others, started, time.monotonic() - t0, pyrmq_commit)
     print()
     print(text)
     if args.markdown:
         args.markdown.write_text(text)
         print(f"written to {args.markdown}")
-    troubled = any(r.error or r.log_errors or not r.summary for r in results)
+    troubled = any(r.error or r.log_errors or not r.summary for r in results) or any(o.problems for o in others)
     if args.keep or troubled:
         print(f"logs kept in {run_root}")
     else:
         shutil.rmtree(run_root, ignore_errors=True)
-    return 0 if all(r.summary for r in results) else 1
+    return 0 if all(r.summary for r in results) and not any(o.problems for o in others) else 1
 
 
 if __name__ == "__main__":

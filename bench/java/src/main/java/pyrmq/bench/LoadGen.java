@@ -10,6 +10,8 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.atomic.LongAccumulator;
 import java.util.concurrent.atomic.LongAdder;
 
@@ -38,8 +40,15 @@ import org.apache.rocketmq.remoting.protocol.RemotingCommand;
  * java -Drocketmq.serialize.type=ROCKETMQ -cp CLASSPATH pyrmq.bench.LoadGen \
  *     --namesrv 127.0.0.1:9876 --topic T [--threads 16] [--size 1024] [--batch 1]
  *     [--warmup 5] [--duration 15] [--consume true] [--drain-timeout 30] [--send-timeout 3000]
- *     [--transaction false]
+ *     [--transaction false] [--topics 1] [--mode load] [--messages 0] [--group bench_cg]
  * </pre>
+ *
+ * --topics N (N > 1) sends round robin to the topics T_0 .. T_{N-1} instead of T (the consumer,
+ * if any, subscribes to all of them).
+ *
+ * --mode fill sends exactly --messages messages (no warm-up, no window, no consumer) and reports
+ * how long that took; --mode drain starts only the consumer (--group, from the first offset) and
+ * reports how long it takes to receive --messages messages (a backlog read).
  *
  * With --transaction true the producer is a TransactionMQProducer whose local transaction commits
  * at once: each call is a half message, the local transaction and a oneway END_TRANSACTION; the
@@ -60,7 +69,10 @@ import org.apache.rocketmq.remoting.protocol.RemotingCommand;
  *     with a status other than SEND_OK;</li>
  * <li>consume_tps: messages the consumer received during the window, per second;</li>
  * <li>sent_total / consumed_total / lag: after the drain; drain_s: how long the drain took;</li>
- * <li>b2c_avg_ms / b2c_max_ms: born-to-consume latency over every consumed message.</li>
+ * <li>b2c_avg_ms / b2c_max_ms: born-to-consume latency over every consumed message;</li>
+ * <li>s2c_p50_ms / s2c_p99_ms / s2c_avg_ms and b2c_p50_ms / b2c_p99_ms: store-to-consume and
+ *     born-to-consume latency (now minus the message's storeTimestamp / bornTimestamp when the
+ *     listener gets it) of the messages consumed during the window, from a 1 ms histogram.</li>
  * </ul>
  */
 public final class LoadGen {
@@ -77,6 +89,9 @@ public final class LoadGen {
     private final int drainTimeoutS;
     private final int sendTimeoutMs;
     private final boolean transaction;
+    private final List<String> topics = new ArrayList<>();
+    private final String mode;
+    private final long messages;
 
     private final LongAdder sentMsgs = new LongAdder();
     private final LongAdder sendCalls = new LongAdder();
@@ -89,6 +104,14 @@ public final class LoadGen {
     private final LongAdder b2cSumMs = new LongAdder();
     private final LongAccumulator b2cMaxMs = new LongAccumulator(Math::max, 0);
     private final Map<String, LongAdder> errors = new ConcurrentHashMap<>();
+    // 1 ms buckets up to a minute (the last bucket takes everything slower): window latencies
+    private static final int HIST_MS = 60_000;
+    private final AtomicLongArray s2cHist = new AtomicLongArray(HIST_MS + 1);
+    private final AtomicLongArray b2cHist = new AtomicLongArray(HIST_MS + 1);
+    private final LongAdder s2cSumMs = new LongAdder();
+    // fill mode: messages still to send (shared by the sender threads)
+    private final AtomicLong toSend = new AtomicLong();
+    private final AtomicLong topicTurn = new AtomicLong();
 
     private volatile boolean stop;
     private volatile String phase = "warmup";
@@ -107,6 +130,22 @@ public final class LoadGen {
         drainTimeoutS = Integer.parseInt(opts.getOrDefault("drain-timeout", "30"));
         sendTimeoutMs = Integer.parseInt(opts.getOrDefault("send-timeout", "3000"));
         transaction = Boolean.parseBoolean(opts.getOrDefault("transaction", "false"));
+        int topicCount = Integer.parseInt(opts.getOrDefault("topics", "1"));
+        if (topicCount <= 1) {
+            topics.add(topic);
+        } else {
+            for (int i = 0; i < topicCount; i++) {
+                topics.add(topic + "_" + i);
+            }
+        }
+        mode = opts.getOrDefault("mode", "load");
+        messages = Long.parseLong(opts.getOrDefault("messages", "0"));
+        if (!mode.equals("load") && !mode.equals("fill") && !mode.equals("drain")) {
+            throw new IllegalArgumentException("--mode is load, fill or drain");
+        }
+        if (!mode.equals("load") && messages < 1) {
+            throw new IllegalArgumentException("--mode " + mode + " needs --messages >= 1");
+        }
         if (transaction && batch != 1) {
             throw new IllegalArgumentException("--transaction true sends single messages (--batch 1)");
         }
@@ -136,31 +175,15 @@ public final class LoadGen {
         // The serialize type is read once, when RemotingCommand is loaded: report what it is.
         String serialize = RemotingCommand.createRequestCommand(0, null).getSerializeTypeCurrentRPC().name();
         emit("start", obj("serialize", serialize, "client_version", MQVersion.getVersionDesc(MQVersion.CURRENT_VERSION),
-                "topic", topic, "threads", threads, "size", size, "batch", batch, "transaction", transaction,
+                "topic", topic, "topics", topics.size(), "mode", mode, "messages", messages, "threads", threads, "size", size, "batch", batch, "transaction", transaction,
                 "warmup_s", warmupS,
                 "duration_s", durationS, "consume", consume, "send_timeout_ms", sendTimeoutMs));
 
         String instance = "bench-" + ProcessHandle.current().pid();
-        DefaultMQPushConsumer consumer = null;
-        if (consume) {
-            consumer = new DefaultMQPushConsumer(opts.getOrDefault("group", "bench_cg"));
-            consumer.setNamesrvAddr(namesrv);
-            consumer.setInstanceName(instance + "-c");
-            consumer.setMessageModel(MessageModel.CLUSTERING);
-            consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
-            consumer.subscribe(topic, "*");
-            consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
-                long now = System.currentTimeMillis();
-                for (MessageExt m : msgs) {
-                    long b2c = Math.max(0, now - m.getBornTimestamp());
-                    b2cSumMs.add(b2c);
-                    b2cMaxMs.accumulate(b2c);
-                }
-                consumed.add(msgs.size());
-                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
-            });
-            consumer.start();
+        if (mode.equals("drain")) {
+            return drain(instance);
         }
+        DefaultMQPushConsumer consumer = consume && mode.equals("load") ? startConsumer(instance) : null;
 
         DefaultMQProducer producer;
         if (transaction) {
@@ -218,6 +241,9 @@ public final class LoadGen {
             lastAt[0] = at;
         }, 1, 1, TimeUnit.SECONDS);
 
+        if (mode.equals("fill")) {
+            return fill(senders, ticker, producer);
+        }
         for (Thread t : senders) {
             t.start();
         }
@@ -266,6 +292,16 @@ public final class LoadGen {
                 "drain_s", consume ? round(drainS, 3) : null,
                 "b2c_avg_ms", consumedTotal == 0 ? null : round((double) b2cSumMs.sum() / consumedTotal, 1),
                 "b2c_max_ms", consumedTotal == 0 ? null : b2cMaxMs.get());
+        long inWindow = 0;
+        for (int i = 0; i <= HIST_MS; i++) {
+            inWindow += s2cHist.get(i);
+        }
+        summary.put("latency_samples", inWindow);
+        summary.put("s2c_avg_ms", inWindow == 0 ? null : round((double) s2cSumMs.sum() / inWindow, 2));
+        summary.put("s2c_p50_ms", percentile(s2cHist, inWindow, 0.50));
+        summary.put("s2c_p99_ms", percentile(s2cHist, inWindow, 0.99));
+        summary.put("b2c_p50_ms", percentile(b2cHist, inWindow, 0.50));
+        summary.put("b2c_p99_ms", percentile(b2cHist, inWindow, 0.99));
         Map<String, Object> errs = new LinkedHashMap<>();
         errors.forEach((k, v) -> errs.put(k, v.sum()));
         summary.put("errors", errs);
@@ -289,26 +325,144 @@ public final class LoadGen {
         return 0;
     }
 
+    private DefaultMQPushConsumer startConsumer(String instance) throws Exception {
+        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(opts.getOrDefault("group", "bench_cg"));
+        consumer.setNamesrvAddr(namesrv);
+        consumer.setInstanceName(instance + "-c");
+        consumer.setMessageModel(MessageModel.CLUSTERING);
+        consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        for (String t : topics) {
+            consumer.subscribe(t, "*");
+        }
+        consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
+            long now = System.currentTimeMillis();
+            boolean window = "measure".equals(phase);
+            for (MessageExt m : msgs) {
+                long b2c = Math.max(0, now - m.getBornTimestamp());
+                b2cSumMs.add(b2c);
+                b2cMaxMs.accumulate(b2c);
+                if (window) {
+                    long s2c = Math.max(0, now - m.getStoreTimestamp());
+                    s2cSumMs.add(s2c);
+                    s2cHist.incrementAndGet((int) Math.min(s2c, HIST_MS));
+                    b2cHist.incrementAndGet((int) Math.min(b2c, HIST_MS));
+                }
+            }
+            consumed.add(msgs.size());
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        consumer.start();
+        return consumer;
+    }
+
+    /** --mode fill: the senders share --messages messages; returns when all are acknowledged. */
+    private int fill(List<Thread> senders, ScheduledExecutorService ticker, DefaultMQProducer producer)
+            throws Exception {
+        toSend.set(messages);
+        phase = "measure";
+        long start = System.nanoTime();
+        emit("phase", obj("phase", phase, "t", round((start - t0) / 1e9, 3)));
+        for (Thread t : senders) {
+            t.start();
+        }
+        for (Thread t : senders) {
+            t.join();
+        }
+        long end = System.nanoTime();
+        phase = "drain";
+        emit("phase", obj("phase", phase, "t", round((end - t0) / 1e9, 3)));
+        ticker.shutdownNow();
+        double secs = (end - start) / 1e9;
+        Map<String, Object> summary = obj("mode", mode, "messages", messages, "sent_total", sentMsgs.sum(),
+                "fill_s", round(secs, 3), "send_tps", round(sentMsgs.sum() / secs, 1),
+                "send_failed_total", sendFailed.sum(), "send_not_ok_total", sendNotOk.sum());
+        Map<String, Object> errs = new LinkedHashMap<>();
+        errors.forEach((k, v) -> errs.put(k, v.sum()));
+        summary.put("errors", errs);
+        emit("summary", summary);
+        Thread closer = new Thread(producer::shutdown, "closer");
+        closer.setDaemon(true);
+        closer.start();
+        closer.join(5000);
+        return sentMsgs.sum() >= messages ? 0 : 3;
+    }
+
+    /** The smallest bucket (ms) at or below which a fraction q of the n samples lie. */
+    private static Long percentile(AtomicLongArray hist, long n, double q) {
+        if (n == 0) {
+            return null;
+        }
+        long rank = (long) Math.ceil(q * n);
+        long seen = 0;
+        for (int i = 0; i <= HIST_MS; i++) {
+            seen += hist.get(i);
+            if (seen >= rank) {
+                return (long) i;
+            }
+        }
+        return (long) HIST_MS;
+    }
+
+    /** --mode drain: a consumer only, until it has received --messages messages. */
+    private int drain(String instance) throws Exception {
+        long start = System.nanoTime();
+        phase = "measure";
+        emit("phase", obj("phase", phase, "t", round((start - t0) / 1e9, 3)));
+        DefaultMQPushConsumer consumer = startConsumer(instance);
+        long deadline = start + drainTimeoutS * 1_000_000_000L;
+        long firstAt = 0;
+        while (consumed.sum() < messages && System.nanoTime() < deadline) {
+            if (firstAt == 0 && consumed.sum() > 0) {
+                firstAt = System.nanoTime();
+            }
+            Thread.sleep(5);
+        }
+        long end = System.nanoTime();
+        phase = "drain";
+        emit("phase", obj("phase", phase, "t", round((end - t0) / 1e9, 3)));
+        long got = consumed.sum();
+        double secs = (end - start) / 1e9;
+        emit("summary", obj("mode", mode, "messages", messages, "consumed_total", got,
+                "consume_s", round(secs, 3), "consume_tps", round(got / secs, 1),
+                "first_message_s", firstAt == 0 ? null : round((firstAt - start) / 1e9, 3),
+                "complete", got >= messages));
+        Thread closer = new Thread(consumer::shutdown, "closer");
+        closer.setDaemon(true);
+        closer.start();
+        closer.join(5000);
+        return got >= messages ? 0 : 3;
+    }
+
     private void sendLoop(DefaultMQProducer producer, byte[] body) {
+        boolean fill = mode.equals("fill");
         while (!stop) {
+            int n = batch;
+            if (fill) {
+                long left = toSend.getAndAdd(-batch);
+                if (left <= 0) {
+                    return;
+                }
+                n = (int) Math.min(batch, left);
+            }
+            String to = topics.size() == 1 ? topic : topics.get((int) (topicTurn.getAndIncrement() % topics.size()));
             long start = System.nanoTime();
             try {
                 SendResult result;
                 if (transaction) {
                     // half message, local transaction (commits at once), END_TRANSACTION oneway
-                    result = producer.sendMessageInTransaction(new Message(topic, body), null);
-                } else if (batch == 1) {
-                    result = producer.send(new Message(topic, body));
+                    result = producer.sendMessageInTransaction(new Message(to, body), null);
+                } else if (n == 1) {
+                    result = producer.send(new Message(to, body));
                 } else {
-                    List<Message> msgs = new ArrayList<>(batch);
-                    for (int i = 0; i < batch; i++) {
-                        msgs.add(new Message(topic, body));
+                    List<Message> msgs = new ArrayList<>(n);
+                    for (int i = 0; i < n; i++) {
+                        msgs.add(new Message(to, body));
                     }
                     result = producer.send(msgs);
                 }
                 long rt = System.nanoTime() - start;
                 if (result.getSendStatus() == SendStatus.SEND_OK) {
-                    sentMsgs.add(batch);
+                    sentMsgs.add(n);
                     sendCalls.increment();
                     rtSumNanos.add(rt);
                     rtMaxNanos.accumulate(rt);
@@ -320,6 +474,9 @@ public final class LoadGen {
             } catch (Exception e) {
                 sendFailed.increment();
                 noteError(e.getClass().getSimpleName() + ": " + String.valueOf(e.getMessage()));
+                if (fill) {
+                    toSend.addAndGet(n); // not stored (as far as we know): someone sends them again
+                }
                 try {
                     Thread.sleep(100); // do not spin against a failing broker
                 } catch (InterruptedException ie) {
