@@ -28,7 +28,7 @@ from pathlib import Path
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
-from side_by_side import BenchPyrmqServer, cpu_seconds, create_topic, server_pids  # noqa: E402
+from rows.harness import BenchPyrmqServer, cpu_seconds, create_topic, server_pids  # noqa: E402
 
 from compat_tests.servers import LOOPBACK, ServerConfig, allocate_ports  # noqa: E402
 from pyrmq.codec.message_batch import BatchEntry, encode_batch  # noqa: E402
