@@ -7,16 +7,29 @@ topic without SUB and a non-admin UPDATE_AND_CREATE_TOPIC are refused as Apache 
 them: SYSTEM_ERROR (1), remark ``org.apache.rocketmq.acl.common.AclException: <message>`` (Apache
 appends the Java stack frame that threw, which pyrmq has not). A changed file is applied without
 a restart (both poll every 5 s). The Go client's refusals carry the same remark (its error text
-is ``CODE: 1, DESC: <remark>``)."""
+is ``CODE: 1, DESC: <remark>``).
+
+mqadmin's ACL subcommands (updateAclConfig, deleteAclConfig, updateGlobalWhiteAddr,
+clusterAclConfigVersion; ``ACL_ADMIN_STEPS``), signed as the admin account, print on pyrmq what
+they print on Apache 4.9.7 (masked as compat_tests/test_mqadmin.py masks), leave the same
+plain_acl.yml behind, and take effect: the account created can produce, the one deleted cannot."""
 
 from __future__ import annotations
 
+import re
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
+import yaml
 
-from compat_tests import goclient
-from compat_tests.conftest import _start_server
+from compat_tests import build, goclient
+from compat_tests.conftest import _built, _start_server
+from compat_tests.javaclient import JavaClient
+from compat_tests.test_mqadmin import Run, mask_event
+from pyrmq.client.errors import MQClientError
+from pyrmq.client.sync import Producer
 
 pytestmark = pytest.mark.compat
 
@@ -158,3 +171,122 @@ def test_signed_query_by_key(acl_server, java_client, server_kind):
         assert "code=12," in log and f"Check signature failed for accessKey={ADMIN}" in log
     else:
         assert query["found"] >= 1
+
+
+# ------------------------------------------------------------- mqadmin's ACL subcommands
+
+# Signed as ADMIN (tools.yml), one mqadmin JVM per server kind: accounts created, updated (the
+# keys a request leaves out are kept), refused for bad values, deleted; the global white
+# addresses replaced in the broker's own file (-p, which Apache 4.9.7 requires); the version
+# listed (5 changes: counter 5). {aclFile} is that kind's plain_acl.yml.
+ACL_ADMIN_STEPS = """
+updateTopic -b {broker} -t T_acl_admin -r 1 -w 1
+updateAclConfig -b {broker} -a aclNew001 -s aclNewSecret1 -i DENY -u SUB -t T_acl_admin=PUB
+updateAclConfig -b {broker} -a aclGone001 -s aclGoneSecret1 -i PUB
+updateAclConfig -b {broker} -a aclNew001 -s aclNewSecret1 -t T_acl_admin=PUB|SUB -w 10.10.105.*
+updateAclConfig -b {broker} -a short -s aclNewSecret1
+updateAclConfig -b {broker} -a aclBad001 -s aclBadSecret1 -t T_acl_admin
+updateAclConfig -b {broker} -a aclBad001 -s aclBadSecret1 -g G_acl=ALL
+deleteAclConfig -b {broker} -a aclGone001
+deleteAclConfig -b {broker} -a aclNoSuch01
+updateGlobalWhiteAddr -b {broker} -g 10.10.103.*,10.10.104.* -p {aclFile}
+clusterAclConfigVersion -b {broker}
+clusterAclConfigVersion -c DefaultCluster
+"""
+ACL_ADMIN_COMMANDS = [line for line in ACL_ADMIN_STEPS.strip().splitlines()]
+NEW, NEW_SECRET = "aclNew001", "aclNewSecret1"
+GONE, GONE_SECRET = "aclGone001", "aclGoneSecret1"
+
+
+@dataclass
+class AclAdminRun:
+    run: Run                  # test_mqadmin's: the outputs, masked by its mask_event
+    acl_file: Path
+    document: dict            # plain_acl.yml after the scenario
+
+
+_OBJECT_HASH = re.compile(r"(\.PlainAccessConfig)@[0-9a-f]+")
+# Runs of the scenario by server kind, kept for the kind that runs second to compare with.
+ACL_ADMIN_RUNS: dict[str, AclAdminRun] = {}
+
+
+@pytest.fixture(scope="module")
+def mqadmin_client(java_toolchain, tmp_path_factory) -> JavaClient:
+    # mqadmin 4.9.8: rocketmq-tools of the client4 build, as in test_mqadmin
+    return JavaClient(_built(build.build_client, "client4"), tmp_path_factory.mktemp("acl-mqadmin"))
+
+
+def run_acl_admin(server, kind: str, client: JavaClient, workdir: Path) -> AclAdminRun:
+    acl_file = server.plain_acl_path
+    steps = workdir / "steps.tsv"
+    steps.write_text("".join("\t".join(line.replace("{aclFile}", str(acl_file)).split()) + "\n"
+                             for line in ACL_ADMIN_COMMANDS))
+    t0 = time.monotonic()
+    result = client.run("mqadmin", namesrv=server.namesrv_addr, broker=server.broker_addr, commands=steps,
+                        access_key=ADMIN, secret_key=ADMIN_SECRET, deadline_ms=60_000,
+                        system_properties={"java.security.manager": "allow"})
+    outputs = {e["step"]: e for e in result.of("mqadmin")}
+    for event in outputs.values():
+        for stream in ("out", "err"):
+            # the file's path differs by kind and run; updateAclConfig prints the identity hash of
+            # its PlainAccessConfig (a class without toString)
+            event[stream] = _OBJECT_HASH.sub(r"\1@<hash>", event[stream].replace(str(acl_file), "<aclFile>"))
+    run = Run(kind, server.namesrv_addr, server.broker_addr, workdir, outputs, [], time.monotonic() - t0)
+    return AclAdminRun(run, acl_file, yaml.safe_load(acl_file.read_text()))
+
+
+def without_timestamps(document: dict) -> dict:
+    return {**document, "dataVersion": [{k: v for k, v in entry.items() if k != "timestamp"}
+                                        for entry in document.get("dataVersion") or []]}
+
+
+def send_as(server, access_key, secret_key, topic="T_acl_admin"):
+    """A SEND_OK, or the refusal's remark."""
+    with Producer(server.namesrv_addr, f"PG_{access_key}", credentials=(access_key, secret_key)) as producer:
+        try:
+            return producer.send(topic, b"acl-admin").status.name
+        except MQClientError as exc:
+            return exc.remark
+
+
+def wait_for(server_kind, probe, want):
+    """pyrmq applies a change at once; Apache's memory may lag until its watcher has reloaded."""
+    deadline = time.monotonic() + (RELOAD_WAIT_S if server_kind == "apache" else 0)
+    while True:
+        got = probe()
+        if want(got) or time.monotonic() > deadline:
+            return got
+        time.sleep(1)
+
+
+def test_mqadmin_acl_subcommands_as_apache(acl_server, server_kind, mqadmin_client, tmp_path_factory):
+    """mqadmin's ACL subcommands against this kind, then their effect: the created account
+    produces, the deleted one is refused, the file holds the change; the outputs and the file
+    are compared with the other kind's (whichever ran first), masked as test_mqadmin masks."""
+    this = run_acl_admin(acl_server, server_kind, mqadmin_client, tmp_path_factory.mktemp(f"acl-admin-{server_kind}"))
+    ACL_ADMIN_RUNS[server_kind] = this
+
+    assert wait_for(server_kind, lambda: send_as(acl_server, NEW, NEW_SECRET), lambda r: r == "SEND_OK") == "SEND_OK"
+    refused = wait_for(server_kind, lambda: send_as(acl_server, GONE, GONE_SECRET), lambda r: r != "SEND_OK")
+    assert refused.startswith(ACL_EXCEPTION + f"No acl config for {GONE}"), refused
+    accounts = {a["accessKey"]: a for a in this.document["accounts"]}
+    assert GONE not in accounts and list(accounts[NEW].items()) == [
+        ("accessKey", NEW), ("secretKey", NEW_SECRET), ("admin", False), ("defaultTopicPerm", "DENY"),
+        ("defaultGroupPerm", "SUB"), ("topicPerms", ["T_acl_admin=PUB|SUB"]), ("whiteRemoteAddress", "10.10.105.*")]
+    assert this.document["globalWhiteRemoteAddresses"] == ["10.10.103.*", "10.10.104.*"]
+    assert [v["counter"] for v in this.document["dataVersion"]] == [5]
+
+    apache = ACL_ADMIN_RUNS.get("apache")
+    for kind, other in ACL_ADMIN_RUNS.items():
+        if kind == "apache" or apache is None or server_kind not in ("apache", kind):
+            continue
+        differ = []
+        for step, line in enumerate(ACL_ADMIN_COMMANDS):
+            want, got = mask_event(apache.run.outputs.get(step), apache.run), mask_event(other.run.outputs.get(step),
+                                                                                        other.run)
+            assert want != ["(not run)"], f"Apache did not run {line}"
+            if got != want:
+                differ.append(f"### {line}\n--- apache\n" + "\n".join(want) + f"\n--- {kind}\n" + "\n".join(got))
+        assert not differ, "\n".join(differ)
+        assert without_timestamps(other.document) == without_timestamps(apache.document)
+        assert [list(a) for a in other.document["accounts"]] == [list(a) for a in apache.document["accounts"]]

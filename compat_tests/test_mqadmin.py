@@ -54,7 +54,7 @@ Left out:
 - updateAclConfig, deleteAclConfig, clusterAclConfigVersion, updateGlobalWhiteAddr: ACL is off on
   these brokers, and Apache 4.9.7 then answers with the text of its own NullPointerException
   (codes 209-211) or not at all (clusterAclConfigVersion times out); compat_tests/test_acl.py
-  covers ACL with ACL on.
+  compares them with ACL on (its ``ACL_ADMIN_STEPS``, masked by this module's ``mask_event``).
 - updateBrokerConfig of a path key (brokerConfigPath, rocketmqHome): Apache 4.9.7 applies it, pyrmq
   refuses it (NO_PERMISSION, "Can not update config in black list.", as Apache 4.9.8 does): the
   deliberate difference of broker/runtime_config.py, not compared.

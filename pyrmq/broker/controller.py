@@ -8,6 +8,7 @@ from pathlib import Path
 
 import trio
 
+from pyrmq.broker.acl.admin import register_acl_admin_processors
 from pyrmq.broker.acl.plain_config import AclConfigError, PlainAclConfig
 from pyrmq.broker.acl.validator import AclValidator
 from pyrmq.broker.acl.watcher import AclFileWatcher
@@ -266,6 +267,8 @@ class BrokerController:
                                           consumers=self.consumer_manager)
         register_inspect_processors(table, store=self.store, consumers=self.consumer_manager,
                                     producers=self.producer_manager)
+        register_acl_admin_processors(table, watcher=self.acl_watcher, cluster_name=self.config.broker_cluster_name,
+                                      broker_name=self.config.broker_name, broker_addr=self.config.broker_addr)
         register_runtime_config_processor(table, RuntimeConfig(self.loaded_config, self.config_persister,
                                                                self._on_permission_change))
         return table

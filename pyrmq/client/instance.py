@@ -308,18 +308,19 @@ class GroupClient:
     def __init__(self, namesrv: str, group: str, *, timeout: float = DEFAULT_TIMEOUT_S, tls: bool = False,
                  ssl_context: ssl.SSLContext | None = None, instance_name: str | None = None,
                  heartbeat_interval: float = HEARTBEAT_INTERVAL_S,
-                 route_refresh_interval: float = ROUTE_REFRESH_S) -> None:
+                 route_refresh_interval: float = ROUTE_REFRESH_S, credentials: AclCredentials | None = None) -> None:
         """``tls=True`` speaks TLS as Apache's client does by default (tls.test.mode: any server
         certificate is accepted); ``ssl_context`` is a context of your own (checking the server
         against a CA, showing a client certificate: ``pyrmq.remoting.tls_context.client_ssl_context``
-        builds one from Apache's tls.client.* settings) and implies TLS."""
+        builds one from Apache's tls.client.* settings) and implies TLS; ``credentials``, an ACL 1.0
+        account (accessKey, secretKey), signs every request (Java's AclClientRPCHook)."""
         if not group:
             raise MQClientError(MESSAGE_ILLEGAL_LOCAL, "the group name is empty")
         if tls and ssl_context is None:
             ssl_context = client_ssl_context(TlsConfig())
         self.instance = ClientInstance(namesrv, ssl_context=ssl_context, instance_name=instance_name, timeout=timeout,
                                        heartbeat_interval=heartbeat_interval,
-                                       route_refresh_interval=route_refresh_interval)
+                                       route_refresh_interval=route_refresh_interval, credentials=credentials)
         self.instance.heartbeat_body = self._heartbeat_body
         self.group = group
         self.timeout = timeout

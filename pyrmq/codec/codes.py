@@ -31,6 +31,13 @@ class RequestCode:
     GET_ALL_CONSUMER_OFFSET = 43
     GET_ALL_DELAY_OFFSET = 45
     CHECK_CLIENT_CONFIG = 46
+    # ACL 1.0 administration (mqadmin updateAclConfig, deleteAclConfig, clusterAclConfigVersion,
+    # updateGlobalWhiteAddr)
+    UPDATE_AND_CREATE_ACL_CONFIG = 50
+    DELETE_ACL_CONFIG = 51
+    GET_BROKER_CLUSTER_ACL_INFO = 52
+    UPDATE_GLOBAL_WHITE_ADDRS_CONFIG = 53
+    GET_BROKER_CLUSTER_ACL_CONFIG = 54
     PUT_KV_CONFIG = 100
     GET_KV_CONFIG = 101
     DELETE_KV_CONFIG = 102
@@ -103,6 +110,9 @@ class ResponseCode:
     FILTER_DATA_NOT_EXIST = 27
     FILTER_DATA_NOT_LATEST = 28
     CONSUMER_NOT_ONLINE = 206
+    UPDATE_AND_CREATE_ACL_CONFIG_FAILED = 209
+    DELETE_ACL_CONFIG_FAILED = 210
+    UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED = 211
     GO_AWAY = 1500   # 5.x: the server is shutting down; reconnect elsewhere
     ILLEGAL_OPERATION = 604
 

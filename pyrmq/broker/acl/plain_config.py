@@ -11,6 +11,9 @@ accounts:
     defaultGroupPerm: SUB        # for groups not listed below; absent: DENY
     topicPerms: [topicA=DENY, topicB=PUB|SUB, topicC=SUB]
     groupPerms: [groupA=DENY, groupB=PUB|SUB, groupC=SUB]
+dataVersion:                     # written by the ACL admin requests (broker/acl/admin.py)
+  - counter: 3
+    timestamp: 1700000000000
 ```
 
 Permissions are DENY, PUB, SUB, PUB|SUB (or SUB|PUB); any other word counts as DENY, as in
@@ -24,6 +27,7 @@ YAML is parsed with PyYAML's ``safe_load``: plain data only, no object construct
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,8 +40,8 @@ from pyrmq.codec.system_topics import RETRY_GROUP_TOPIC_PREFIX
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ANY", "DENY", "PUB", "SUB", "Account", "AclConfigError", "PlainAclConfig", "load_plain_acl",
-           "parse_perm", "parse_plain_acl"]
+__all__ = ["ANY", "DENY", "PERM_WORDS", "PUB", "SUB", "Account", "AclConfigError", "AclDataVersion", "PlainAclConfig",
+           "load_plain_acl", "parse_perm", "parse_plain_acl", "scalar_text"]
 
 # Permission bits, as Apache's acl Permission class defines them.
 DENY = 1
@@ -45,7 +49,7 @@ ANY = 2
 PUB = 4
 SUB = 8
 
-_PERM_WORDS = {"PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB, "DENY": DENY}
+PERM_WORDS = {"PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB, "DENY": DENY}
 # Apache refuses shorter keys (ACCESS_KEY_MIN_LENGTH / SECRET_KEY_MIN_LENGTH: "longer than 6").
 KEY_MIN_LENGTH = 7
 # An operator's file; anything this large is a mistake, not a config.
@@ -69,16 +73,34 @@ class Account:
     resource_perms: Mapping[str, int] | None
 
 
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class AclDataVersion:
+    """The file's ``dataVersion`` (its first entry), as Apache's DataVersion: a file without one
+    is counter 0, stamped when it was read."""
+
+    counter: int = 0
+    timestamp: int = field(default_factory=_now_ms)
+
+    def to_json(self) -> dict[str, int]:
+        return {"counter": self.counter, "timestamp": self.timestamp}
+
+
 @dataclass(frozen=True)
 class PlainAclConfig:
     global_white: tuple[AddressPattern, ...] = ()
     accounts: Mapping[str, Account] = field(default_factory=dict)
+    # Not part of the rules: two configs with the same rules are equal whatever their versions.
+    data_version: AclDataVersion = field(default_factory=AclDataVersion, compare=False)
 
 
 def parse_perm(word: str | None) -> int:
     if word is None:
         return DENY
-    return _PERM_WORDS.get(word.strip(), DENY)
+    return PERM_WORDS.get(word.strip(), DENY)
 
 
 def load_plain_acl(path: Path) -> PlainAclConfig:
@@ -117,7 +139,19 @@ def parse_plain_acl(text: str, source: str = "plain_acl.yml") -> PlainAclConfig:
             log.warning("%s repeats accessKey %s; the first definition is used", where, account.access_key)
             continue
         accounts[account.access_key] = account
-    return PlainAclConfig(white, accounts)
+    return PlainAclConfig(white, accounts, _data_version(document.get("dataVersion")))
+
+
+def _data_version(value: Any) -> AclDataVersion:
+    """The first entry of ``dataVersion``; anything unreadable there counts as no version (it
+    says nothing about the rules, so it does not make the file unusable)."""
+    first = value[0] if isinstance(value, list) and value else None
+    if isinstance(first, dict):
+        try:
+            return AclDataVersion(int(first.get("counter", 0)), int(first.get("timestamp", _now_ms())))
+        except (TypeError, ValueError):
+            log.warning("plain_acl.yml: dataVersion %r is not {counter, timestamp}; counted as none", first)
+    return AclDataVersion()
 
 
 def _account(where: str, entry: dict[Any, Any]) -> Account:
@@ -160,14 +194,21 @@ def _perm(where: str, key: str, value: Any) -> int:
     return perm
 
 
-def _text(where: str, key: str, value: Any) -> str | None:
-    """A YAML scalar as the Java string fastjson would make of it."""
-    if value is None:
-        return None
+def scalar_text(value: Any) -> str | None:
+    """A YAML scalar as the Java string fastjson would make of it (None for anything else)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (str, int, float)):
         return str(value)
+    return None
+
+
+def _text(where: str, key: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    text = scalar_text(value)
+    if text is not None:
+        return text
     raise AclConfigError(f"{where}: {key} must be a single value, not {type(value).__name__} {value!r}")
 
 

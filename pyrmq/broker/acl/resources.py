@@ -6,7 +6,8 @@ A group is named by its retry topic (``%RETRY%group``), so a request on a retry 
 group's permission. Differences from Apache 4.9.7, both closing a hole rather than opening one:
 SEND_BATCH_MESSAGE (320) needs PUB on its topic like SEND_MESSAGE_V2 (Apache checks only the
 signature of a batch), and LITE_PULL_MESSAGE (361, the 5.x clients' pull; Apache 4.9 does not
-know it) needs SUB like PULL_MESSAGE.
+know it) needs SUB like PULL_MESSAGE. And the ACL admin codes (50-54, ``admin.py``) need an admin
+account, where Apache lets any account with a valid signature rewrite the ACL.
 """
 
 from __future__ import annotations
@@ -24,13 +25,19 @@ from pyrmq.codec.system_topics import RETRY_GROUP_TOPIC_PREFIX
 __all__ = ["ADMIN_CODES", "AclDenied", "java_hash_order", "needed_resources"]
 
 
-# Apache's Permission.ADMIN_CODE: only accounts with admin: true may send these.
+# Apache's Permission.ADMIN_CODE (only accounts with admin: true may send these), and the ACL
+# admin codes, which Apache leaves to any signed account.
 ADMIN_CODES = frozenset({
     RequestCode.UPDATE_AND_CREATE_TOPIC,
     RequestCode.UPDATE_BROKER_CONFIG,
     RequestCode.DELETE_TOPIC_IN_BROKER,
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
     RequestCode.DELETE_SUBSCRIPTIONGROUP,
+    RequestCode.UPDATE_AND_CREATE_ACL_CONFIG,
+    RequestCode.DELETE_ACL_CONFIG,
+    RequestCode.GET_BROKER_CLUSTER_ACL_INFO,
+    RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+    RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG,
 })
 
 

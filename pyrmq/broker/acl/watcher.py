@@ -9,6 +9,9 @@ config in one assignment on the loop.
   poll, so a half-written file is never applied.
 - A deleted file is an empty config: every request not from a global white address is refused,
   as Apache does (it recreates the file empty).
+- The broker's own rewrites (the ACL admin requests, ``admin.py``) take ``lock`` and hand the
+  new config and file identity to ``apply_own_write``: the poll, which takes the same lock, then
+  sees nothing new, so our own write is not read back as a foreign change.
 """
 
 from __future__ import annotations
@@ -24,14 +27,14 @@ from pyrmq.broker.acl.validator import AclValidator
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AclFileWatcher", "DEFAULT_INTERVAL_S"]
+__all__ = ["AclFileWatcher", "DEFAULT_INTERVAL_S", "FileIdentity", "file_identity"]
 
 DEFAULT_INTERVAL_S = 5.0
 
 FileIdentity = tuple[int, int, int, int] | None
 
 
-def _identity(path: Path) -> FileIdentity:
+def file_identity(path: Path) -> FileIdentity:
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -46,11 +49,13 @@ class AclFileWatcher:
         self.interval_s = interval_s
         self.reloads = 0
         self._seen: FileIdentity = None
+        # Held by a poll and by a rewrite of the broker's own: one of them at a time.
+        self.lock = trio.Lock()
 
     def load_initial(self) -> None:
         """At start-up (before the loop serves anyone): a broken file is an error the operator
         sees at once; a missing one refuses every request until it appears."""
-        self._seen = _identity(self.path)
+        self._seen = file_identity(self.path)
         if self._seen is None:
             log.warning("ACL is enabled but %s does not exist: every request not from a global white "
                         "address is refused until it does", self.path)
@@ -62,7 +67,7 @@ class AclFileWatcher:
 
     def _read_if_changed(self, seen: FileIdentity) -> tuple[FileIdentity, PlainAclConfig | None, str | None]:
         """Worker thread: (identity, new config or None, error or None)."""
-        before = _identity(self.path)
+        before = file_identity(self.path)
         if before == seen:
             return seen, None, None
         if before is None:
@@ -73,12 +78,22 @@ class AclFileWatcher:
             return seen, None, None          # removed while we read it: the next poll sees that
         except (AclConfigError, OSError) as exc:
             return before, None, str(exc)
-        if _identity(self.path) != before:
+        if file_identity(self.path) != before:
             return seen, None, None          # written while we read it: read it again next time
         return before, config, None
 
+    def apply_own_write(self, config: PlainAclConfig, identity: FileIdentity) -> None:
+        """The broker wrote the file itself (holding ``lock``): apply it now, and remember its
+        identity so that the next poll does not read it again."""
+        self.validator.config = config
+        self._seen = identity
+
     async def poll_once(self) -> bool:
         """One look at the file; True when a new config was applied."""
+        async with self.lock:
+            return await self._poll_locked()
+
+    async def _poll_locked(self) -> bool:
         identity, config, error = await trio.to_thread.run_sync(self._read_if_changed, self._seen)
         changed = identity != self._seen
         self._seen = identity

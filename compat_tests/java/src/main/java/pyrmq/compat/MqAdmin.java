@@ -30,8 +30,10 @@ import org.apache.rocketmq.tools.command.MQAdminStartup;
  * some fifty subcommands costs one JVM start per broker and not fifty:
  *
  * <pre>
- * mqadmin --namesrv ADDR --broker ADDR --commands FILE
+ * mqadmin --namesrv ADDR --broker ADDR --commands FILE [--access-key AK --secret-key SK]
  * </pre>
+ *
+ * With --access-key, every command is signed as that ACL account (the tools.yml mqadmin reads).
  *
  * FILE has one step per line, its words separated by tabs. A line is either an mqadmin command
  * line (`topicRoute -t T`; `-n ADDR` is appended) run through MQAdminStartup.main0 exactly as
@@ -62,7 +64,7 @@ final class MqAdmin {
         Map<String, String> values = new TreeMap<>();
         values.put("namesrv", namesrv);
         values.put("broker", o.str("broker"));
-        prepareHome();
+        prepareHome(o);
         guardExit();
         int sent = 0;
         int step = 0;
@@ -93,10 +95,16 @@ final class MqAdmin {
         }
     }
 
-    /** A ROCKETMQ_HOME of our own with the logback_tools.xml mqadmin loads: its log to a file. */
-    private static void prepareHome() throws IOException {
+    /** A ROCKETMQ_HOME of our own with the logback_tools.xml mqadmin loads (its log to a file) and
+     *  the tools.yml it signs with. */
+    private static void prepareHome(Options o) throws IOException {
         Path home = Files.createTempDirectory("mqadmin-home");
         Files.createDirectories(home.resolve("conf"));
+        String accessKey = o.str("access-key", null);
+        if (accessKey != null) {
+            String yml = "accessKey: " + accessKey + "\nsecretKey: " + o.str("secret-key") + "\n";
+            Files.write(home.resolve("conf").resolve("tools.yml"), yml.getBytes(StandardCharsets.UTF_8));
+        }
         String xml = "<configuration><appender name=\"F\" class=\"ch.qos.logback.core.FileAppender\">"
             + "<file>" + home.resolve("tools.log") + "</file><encoder><pattern>%d %p %c - %m%n</pattern></encoder>"
             + "</appender><root level=\"INFO\"><appender-ref ref=\"F\"/></root></configuration>";
