@@ -15,8 +15,10 @@ back, by the mode of each assignment. pyrmq answers as Apache 5.3 does with its 
 - every assignment in mode PULL.
 
 POP is not implemented: SET_MESSAGE_REQUEST_MODE accepts PULL (kept per topic and group, in
-memory) and refuses POP with REQUEST_CODE_NOT_SUPPORTED; the POP request codes themselves are
-answered REQUEST_CODE_NOT_SUPPORTED with a remark saying so, where Apache 5.3 would serve them.
+memory) and refuses POP, and the POP request codes are refused, where Apache 5.3 would serve them.
+Both refusals are Apache 4.9's answer to a code it does not know (REQUEST_CODE_NOT_SUPPORTED,
+"request type N not supported"), which mqadmin 5.x prints as is (setConsumeMode, exportPopRecord);
+the broker's log says why.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from pyrmq.codec.codes import RequestCode, ResponseCode
 from pyrmq.codec.errors import ProtocolError
 from pyrmq.codec.remoting import RemotingCommand, make_request
 from pyrmq.remoting.channel import Channel
-from pyrmq.remoting.dispatch import ProcessorTable, RequestError
+from pyrmq.remoting.dispatch import ProcessorTable, RequestError, not_supported
 
 if TYPE_CHECKING:
     from pyrmq.broker.client_manager import ConsumerManager
@@ -106,9 +108,9 @@ class QueryAssignmentProcessor:
 
     @staticmethod
     def pop_not_supported(channel: Channel, request: RemotingCommand) -> RemotingCommand:
-        return request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                                f"request code {request.code}: POP consumption is not supported by pyrmq; "
-                                "consume in PULL mode (push or pull consumer)")
+        log.warning("request code %d from %s: POP consumption is not supported by pyrmq; consume in PULL mode "
+                    "(push or pull consumer)", request.code, channel.remote_addr)
+        return not_supported(request)
 
     def local_queues(self, topic: str) -> list[Queue] | None:
         config = self.topics.select(topic)
@@ -181,7 +183,8 @@ class QueryAssignmentProcessor:
             return request.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, "subscription group does not exist")
         mode = str(body.get("mode") or "PULL")
         if mode != "PULL":
-            return request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                                    f"message request mode {mode} is not supported by pyrmq; only PULL")
+            log.warning("SET_MESSAGE_REQUEST_MODE: mode %s of group %s, topic %s is not supported by pyrmq; "
+                        "only PULL", mode, group, topic)
+            return not_supported(request)
         self.modes[(topic, group)] = mode
         return request.response(ResponseCode.SUCCESS)

@@ -21,7 +21,8 @@ log = logging.getLogger(__name__)
 SYSTEM_ERROR = 1
 REQUEST_CODE_NOT_SUPPORTED = 3
 
-__all__ = ["REQUEST_CODE_NOT_SUPPORTED", "SYSTEM_ERROR", "Check", "Processor", "ProcessorTable", "RequestError"]
+__all__ = ["REQUEST_CODE_NOT_SUPPORTED", "SYSTEM_ERROR", "Check", "Processor", "ProcessorTable", "RequestError",
+           "not_supported"]
 
 # A processor answers now (returns the response), later (returns an awaitable producing the
 # response, run by the channel without holding up its reader -- see deferred.py), or never
@@ -29,6 +30,12 @@ __all__ = ["REQUEST_CODE_NOT_SUPPORTED", "SYSTEM_ERROR", "Check", "Processor", "
 Processor = Callable[[Channel, RemotingCommand], "RemotingCommand | Deferred | None"]
 # A check lets a request through by returning and refuses it by raising RequestError.
 Check = Callable[[Channel, RemotingCommand], None]
+
+
+def not_supported(request: RemotingCommand) -> RemotingCommand:
+    """REQUEST_CODE_NOT_SUPPORTED with the remark Apache 4.9 gives a code it does not know (its
+    leading blank included): the tools print it, and pyrmq presents itself as 4.9.8."""
+    return request.response(REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported")
 
 
 class ProcessorTable:
@@ -52,8 +59,7 @@ class ProcessorTable:
                 check(channel, request)
             processor = self._processors.get(request.code)
             if processor is None:
-                return request.response(REQUEST_CODE_NOT_SUPPORTED,
-                                         f" request type {request.code} not supported")
+                return not_supported(request)
             return processor(channel, request)
         except RequestError as exc:
             return request.response(exc.code, exc.remark)

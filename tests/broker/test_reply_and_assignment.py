@@ -110,12 +110,12 @@ async def test_query_assignment_splits_the_group_and_pop_is_refused(cluster):
             assert unknown.code == 0 and "messageQueueAssignments" not in json.loads(unknown.body)
             mode = await a.invoke(cluster.broker_addr, make_request(401, body=json.dumps({
                 "topic": "TopicQA", "consumerGroup": "qa_g", "mode": "POP", "popShareQueueNum": 0}).encode()))
-            assert mode.code == 3 and "only PULL" in mode.remark
+            assert (mode.code, mode.remark) == (3, " request type 401 not supported")   # as Apache 4.9
             mode = await a.invoke(cluster.broker_addr, make_request(401, body=json.dumps({
                 "topic": "TopicQA", "consumerGroup": "qa_g", "mode": "PULL"}).encode()))
             assert mode.code == 0
             pop = await a.invoke(cluster.broker_addr, make_request(200050, {"consumerGroup": "qa_g", "topic": "TopicQA"}))
-            assert pop.code == 3 and "POP consumption is not supported" in pop.remark
+            assert (pop.code, pop.remark) == (3, " request type 200050 not supported")
 
 
 @pytest.mark.parametrize("broker_overrides", [{"enableShutdownGracefully": "true", "shutdownWaitTimeSeconds": "1"}])

@@ -21,6 +21,7 @@ import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.MessageQueueSelector;
 import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.common.MQVersion;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.tools.command.MQAdminStartup;
@@ -66,6 +67,9 @@ final class MqAdmin {
         values.put("broker", o.str("broker"));
         prepareHome(o);
         guardExit();
+        if (MQVersion.CURRENT_VERSION >= MQVersion.Version.V5_0_0.ordinal()) {   // the 4.x tools do not wait
+            startShutdownNudger(Thread.currentThread());
+        }
         int sent = 0;
         int step = 0;
         try {
@@ -110,6 +114,44 @@ final class MqAdmin {
             + "</appender><root level=\"INFO\"><appender-ref ref=\"F\"/></root></configuration>";
         Files.write(home.resolve("conf").resolve("logback_tools.xml"), xml.getBytes(StandardCharsets.UTF_8));
         System.setProperty("rocketmq.home.dir", home.toString());
+    }
+
+    /**
+     * The 5.x tools' admin client stops its NettyEventExecutor without interrupting it, and that
+     * thread polls its event queue 3 s at a time: about one command in four then waits up to 3 s
+     * in ServiceThread.shutdown (a minute over the scenario). While the main thread waits there,
+     * the executors are interrupted: a stopped one ends at once, a running one (the scenario's
+     * producer and consumer) logs the interrupt and polls on. The output is not touched.
+     */
+    private static void startShutdownNudger(Thread main) {
+        Thread nudger = new Thread(() -> {
+            while (true) {
+                try {
+                    Thread.sleep(20);
+                } catch (InterruptedException e) {
+                    return;
+                }
+                if (main.getState() != Thread.State.TIMED_WAITING || !inServiceThreadShutdown(main)) {
+                    continue;
+                }
+                for (Thread t : Thread.getAllStackTraces().keySet()) {
+                    if (t.getName().equals("NettyEventExecutor")) {
+                        t.interrupt();
+                    }
+                }
+            }
+        }, "mqadmin-shutdown-nudger");
+        nudger.setDaemon(true);
+        nudger.start();
+    }
+
+    private static boolean inServiceThreadShutdown(Thread main) {
+        for (StackTraceElement frame : main.getStackTrace()) {
+            if (frame.getClassName().endsWith(".ServiceThread") && frame.getMethodName().equals("shutdown")) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /** ServerUtil.parseCmdLine exits the JVM on a bad command line; make that an exception. */
