@@ -241,6 +241,10 @@ final class MqAdmin {
                 .put("queueId", r.getMessageQueue().getQueueId()).put("queueOffset", r.getQueueOffset())
                 .put("status", r.getSendStatus().name()).emit();
         }
+        // The broker knows a producer group from its heartbeats only: the client's first one goes
+        // out 1 s after start and finds a broker only if the sends learned the route by then, the
+        // next 30 s later. One now, so producerConnection / producer see the group on both kinds.
+        p.getDefaultMQProducerImpl().getmQClientFactory().sendHeartbeatToAllBrokerWithLock();
         return first + count;
     }
 
