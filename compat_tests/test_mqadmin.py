@@ -119,7 +119,7 @@ MACHINE_KEYS = frozenset({"brokerIP1", "brokerIP2", "namesrvAddr", "listenPort",
 # allow-list), which Apache 4.9.7 does not have: left out of pyrmq's output before comparing.
 PYRMQ_ONLY_KEYS = frozenset({
     "accumulationAlarmInterval", "aclFileWatchIntervalMs", "aclPlainFile", "allowRecallWhenBrokerNotWriteable",
-    "bindAddress", "channelExpiredTimeout", "deleteFileBatchMax", "deleteOnlyConsumed",
+    "bindAddress", "channelExpiredTimeout", "cleanFilesFirstDelayMs", "deleteFileBatchMax", "deleteOnlyConsumed",
     "diskSpaceCleanForciblyRatio", "diskSpaceWarningLevelRatio", "dlqSizeAlarmThreshold", "enableShutdownGracefully",
     "fastPortEnable", "filterClassDir", "filterClassUploadEnable", "filterClassUploadGroups", "filterJavaClasspath",
     "filterMatchTimeoutMillis", "filterWorkerCpuSeconds", "filterWorkerMemoryMb", "groupLagAlarmThreshold",

@@ -51,7 +51,7 @@ def test_clean_and_flush_keys_are_store_settings(tmp_path):
     store = build_config({
         "storePathRootDir": str(tmp_path), "deleteWhen": "04;16", "fileReservedTime": "48",
         "diskMaxUsedSpaceRatio": "80", "diskSpaceWarningLevelRatio": "0.95", "diskSpaceCleanForciblyRatio": "88",
-        "cleanResourceInterval": "5000", "deleteCommitLogFilesInterval": "50",
+        "cleanResourceInterval": "5000", "cleanFilesFirstDelayMs": "2000", "deleteCommitLogFilesInterval": "50",
         "deleteConsumeQueueFilesInterval": "60", "destroyMapedFileIntervalForcibly": "1000",
         "redeleteHangedFileInterval": "2000", "deleteFileBatchMax": "3", "cleanFileForciblyEnable": "false",
         "deleteOnlyConsumed": "true", "flushCommitLogLeastPages": "8", "flushCommitLogThoroughInterval": "20000",
@@ -59,8 +59,8 @@ def test_clean_and_flush_keys_are_store_settings(tmp_path):
     }).store
     assert (store.delete_when, store.file_reserved_time, store.disk_max_used_space_ratio) == ("04;16", 48, 80)
     assert (store.disk_space_warning_level_ratio, store.disk_space_clean_forcibly_ratio) == (0.95, 88)
-    assert (store.clean_resource_interval, store.delete_commit_log_files_interval,
-            store.delete_consume_queue_files_interval) == (5000, 50, 60)
+    assert (store.clean_resource_interval, store.clean_files_first_delay_ms, store.delete_commit_log_files_interval,
+            store.delete_consume_queue_files_interval) == (5000, 2000, 50, 60)
     assert (store.destroy_maped_file_interval_forcibly, store.redelete_hanged_file_interval,
             store.delete_file_batch_max) == (1000, 2000, 3)
     assert store.clean_file_forcibly_enable is False and store.delete_only_consumed is True
@@ -79,6 +79,7 @@ def test_store_keys_without_effect_warn(caplog, tmp_path):
 
 @pytest.mark.parametrize("key,value,message", [
     ("deleteWhen", "04;25", "deleteWhen='04;25' must be hours of the day"),
+    ("cleanFilesFirstDelayMs", "-1", "cleanFilesFirstDelayMs must not be negative"),
     ("diskSpaceWarningLevelRatio", "high", "bad value 'high' for diskSpaceWarningLevelRatio"),
     ("listenPort", "abc", "bad value 'abc' for listenPort"),
     ("flushDiskType", "SOMETIMES", "one of ASYNC_FLUSH, SYNC_FLUSH"),

@@ -332,6 +332,8 @@ def _check_config(broker: BrokerConfig, store: MessageStoreConfig, bad: list[str
     for key in ("timerPrecisionMs", "timerMaxDelaySec", "timerFlushIntervalMs", "mappedFileSizeTimerLog"):
         if getattr(store, snake_name(key)) <= 0:
             bad.append(f"broker.conf: {key} must be positive")
+    if store.clean_files_first_delay_ms < 0:
+        bad.append("broker.conf: cleanFilesFirstDelayMs must not be negative")
     hours = [h.strip() for h in store.delete_when.split(";")]
     if not all(h.isdigit() and int(h) < 24 for h in hours):
         bad.append(f"broker.conf: deleteWhen={store.delete_when!r} must be hours of the day (0-23) "

@@ -3,7 +3,8 @@ from a worker thread, and tells it, for deleteOnlyConsumed, which commit-log off
 groups still need.
 
 Timing follows Apache: the disk check first runs 1 s after start, the file deletion a minute
-after start; both then every ``cleanResourceInterval`` ms.
+after start (``cleanFilesFirstDelayMs``, pyrmq's own key: Apache's minute is fixed); both then
+every ``cleanResourceInterval`` ms.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from pyrmq.store.message_store import DefaultMessageStore
 
 log = logging.getLogger(__name__)
 
-# Apache's DefaultMessageStore schedules isSpaceFull after 1 s, cleanFilesPeriodically after 60 s.
+# Apache's DefaultMessageStore schedules isSpaceFull after 1 s (cleanFilesPeriodically after 60 s:
+# MessageStoreConfig.clean_files_first_delay_ms).
 DISK_CHECK_FIRST_DELAY_S = 1.0
-CLEAN_FIRST_DELAY_S = 60.0
 
 
 # how the scheduler's progress is named in the log line
@@ -81,6 +82,7 @@ class StoreCleanTask:
 
     async def run(self) -> None:
         interval_s = self.store.config.clean_resource_interval / 1000
+        first_clean_s = self.store.config.clean_files_first_delay_ms / 1000
         started = trio.current_time()
         await trio.sleep(DISK_CHECK_FIRST_DELAY_S)
         while True:
@@ -88,6 +90,6 @@ class StoreCleanTask:
                 await trio.to_thread.run_sync(self.clean.check_disk_space)
             except Exception:   # a failed reading must not take the broker down; next round retries
                 log.exception("disk space check failed")
-            if trio.current_time() - started >= CLEAN_FIRST_DELAY_S:
+            if trio.current_time() - started >= first_clean_s:
                 await trio.to_thread.run_sync(self.clean.run)   # catches and logs its own failures
             await trio.sleep(interval_s)

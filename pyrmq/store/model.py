@@ -55,6 +55,9 @@ class MessageStoreConfig:
     disk_space_warning_level_ratio: float = 90
     disk_space_clean_forcibly_ratio: float = 85
     clean_resource_interval: int = 10_000   # ms
+    # beyond RocketMQ: ms from start to the first file deletion round (Apache's fixed minute; a
+    # test of expiry need not wait it out)
+    clean_files_first_delay_ms: int = 60_000
     delete_commit_log_files_interval: int = 100   # ms between two commit log deletions
     delete_consume_queue_files_interval: int = 100   # ms after each queue that lost files
     destroy_maped_file_interval_forcibly: int = 120_000   # ms (Apache's spelling)

@@ -146,8 +146,10 @@ async def test_delete_only_consumed_keeps_what_a_group_has_not_consumed(cluster,
         assert len(store.commit_log.mapped_file_queue.mapped_files) == 1
 
 
-async def test_periodic_task_deletes_after_the_first_delay(cluster, monkeypatch):
-    monkeypatch.setattr(store_clean_task, "CLEAN_FIRST_DELAY_S", 0.0)
+@pytest.mark.parametrize("broker_overrides", [{
+    "mappedFileSizeCommitLog": "4096", "mappedFileSizeConsumeQueue": "200", "maxHashSlotNum": "64",
+    "maxIndexNum": "32", "cleanResourceInterval": "100", "cleanFilesFirstDelayMs": "0"}])
+async def test_periodic_task_deletes_after_the_first_delay(cluster):
     with trio.fail_after(20):
         await _send_many(cluster, "TopicP", 40)
         clean = cluster.broker.store.clean_service
