@@ -28,14 +28,27 @@ def fsync_dir(directory: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
-def write_atomically(path: str | os.PathLike[str], text: str) -> None:
-    """Replace ``path`` by ``text`` so that a crash leaves either the old or the new content."""
+def write_atomically(path: str | os.PathLike[str], text: str, *, keep_backup: bool = True,
+                     keep_mode: bool = False) -> None:
+    """Replace ``path`` by ``text`` so that a crash leaves either the old or the new content.
+
+    ``keep_backup``: the previous content stays as ``<file>.bak`` (Java's string2File).
+    ``keep_mode``: the new file gets the permissions of the one it replaces -- for a file that
+    holds secrets (plain_acl.yml), whose 0600 must stay 0600 and which wants no backup copy."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     data = text.encode("utf-8")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    mode = 0o644
+    if keep_mode:
+        try:
+            mode = path.stat().st_mode & 0o7777
+        except FileNotFoundError:
+            pass
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
+        if keep_mode:
+            os.fchmod(fd, mode)   # O_CREAT's mode is filtered by the umask; a kept mode is not
         view = memoryview(data)
         while view:
             written = os.write(fd, view)
@@ -44,7 +57,7 @@ def write_atomically(path: str | os.PathLike[str], text: str) -> None:
     finally:
         os.close(fd)
     crash_points.reach("config.tmp_written")
-    if path.exists():
+    if keep_backup and path.exists():
         bak = path.with_name(path.name + ".bak")
         try:
             bak_tmp = path.with_name(path.name + ".bak.tmp")

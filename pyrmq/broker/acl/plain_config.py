@@ -41,7 +41,8 @@ from pyrmq.codec.system_topics import RETRY_GROUP_TOPIC_PREFIX
 log = logging.getLogger(__name__)
 
 __all__ = ["ANY", "DENY", "PERM_WORDS", "PUB", "SUB", "Account", "AclConfigError", "AclDataVersion", "PlainAclConfig",
-           "load_plain_acl", "parse_perm", "parse_plain_acl", "scalar_text"]
+           "load_plain_acl", "parse_perm", "parse_plain_acl", "plain_acl_from_document",
+           "read_plain_acl_document", "scalar_text"]
 
 # Permission bits, as Apache's acl Permission class defines them.
 DENY = 1
@@ -105,6 +106,12 @@ def parse_perm(word: str | None) -> int:
 
 def load_plain_acl(path: Path) -> PlainAclConfig:
     """Read and parse the file (blocking: call from a worker thread on a running broker)."""
+    return plain_acl_from_document(read_plain_acl_document(path), str(path))
+
+
+def read_plain_acl_document(path: Path) -> dict[str, Any]:
+    """The file's YAML as a mapping, read within MAX_FILE_BYTES ({} when it has no data);
+    FileNotFoundError when it is missing (blocking)."""
     with open(path, "rb") as f:
         data = f.read(MAX_FILE_BYTES + 1)
     if len(data) > MAX_FILE_BYTES:
@@ -113,19 +120,29 @@ def load_plain_acl(path: Path) -> PlainAclConfig:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise AclConfigError(f"{path}: not UTF-8 ({exc})") from None
-    return parse_plain_acl(text, str(path))
+    return _document(text, str(path))
 
 
-def parse_plain_acl(text: str, source: str = "plain_acl.yml") -> PlainAclConfig:
+def _document(text: str, source: str) -> dict[str, Any]:
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise AclConfigError(f"{source}: not valid YAML: {exc}") from None
     if document is None:
-        log.warning("%s has no data: every request without a white address is refused", source)
-        return PlainAclConfig()
+        return {}
     if not isinstance(document, dict):
         raise AclConfigError(f"{source}: the top level must be a mapping, not {type(document).__name__}")
+    return document
+
+
+def parse_plain_acl(text: str, source: str = "plain_acl.yml") -> PlainAclConfig:
+    return plain_acl_from_document(_document(text, source), source)
+
+
+def plain_acl_from_document(document: dict[str, Any], source: str) -> PlainAclConfig:
+    if not document:
+        log.warning("%s has no data: every request without a white address is refused", source)
+        return PlainAclConfig()
     white = tuple(_pattern(source, "globalWhiteRemoteAddresses", _text(source, "globalWhiteRemoteAddresses", item))
                   for item in _list(source, "globalWhiteRemoteAddresses", document.get("globalWhiteRemoteAddresses")))
     accounts: dict[str, Account] = {}

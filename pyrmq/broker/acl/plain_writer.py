@@ -17,10 +17,7 @@ Blocking: call these from a worker thread.
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import os
-import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,15 +28,15 @@ import yaml
 
 from pyrmq.broker.acl.plain_config import (
     KEY_MIN_LENGTH,
-    MAX_FILE_BYTES,
     PERM_WORDS,
     AclConfigError,
     PlainAclConfig,
     parse_plain_acl,
+    read_plain_acl_document,
     scalar_text,
 )
 from pyrmq.common.acl.address import AddressPatternError, parse_address_pattern
-from pyrmq.store.config_file import fsync_dir
+from pyrmq.store.config_file import write_atomically
 
 __all__ = ["AccountUpdate", "AclEditError", "Document", "account_update", "delete_account", "java_split",
            "read_document", "rewrite", "set_global_white", "upsert_account"]
@@ -191,21 +188,9 @@ def _next_data_version(document: Document) -> None:
 def read_document(path: Path) -> Document:
     """The file as a plain mapping ({} when it is missing or empty)."""
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_FILE_BYTES + 1)
+        return read_plain_acl_document(path)
     except FileNotFoundError:
         return {}
-    if len(data) > MAX_FILE_BYTES:
-        raise AclConfigError(f"{path}: larger than {MAX_FILE_BYTES} bytes")
-    try:
-        document = yaml.safe_load(data.decode("utf-8"))
-    except (UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise AclConfigError(f"{path}: not valid YAML: {exc}") from None
-    if document is None:
-        return {}
-    if not isinstance(document, dict):
-        raise AclConfigError(f"{path}: the top level must be a mapping, not {type(document).__name__}")
-    return document
 
 
 def rewrite(path: Path, edit: Callable[[Document], None]) -> PlainAclConfig:
@@ -222,25 +207,6 @@ def rewrite(path: Path, edit: Callable[[Document], None]) -> PlainAclConfig:
         config = parse_plain_acl(text, str(path))
     except AclConfigError as exc:
         raise AclEditError(str(exc)) from None
-    _replace(path, text.encode("utf-8"))
+    # no .bak copy of the secrets beside the file, and the operator's permissions kept
+    write_atomically(path, text, keep_backup=False, keep_mode=True)
     return config
-
-
-def _replace(path: Path, data: bytes) -> None:
-    """Temp file, fsync, rename, fsync of the directory -- as store.config_file.write_atomically,
-    but keeping the file's permissions (it holds secrets: an operator's 0600 must stay 0600) and
-    leaving no backup copy of the secrets beside it."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        with contextlib.suppress(FileNotFoundError):
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    fsync_dir(path.parent)
