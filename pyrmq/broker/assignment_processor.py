@@ -99,6 +99,8 @@ class QueryAssignmentProcessor:
         self.client: RemotingClient | None = None
         # (topic, group) -> mode set by SET_MESSAGE_REQUEST_MODE (only PULL is accepted)
         self.modes: dict[tuple[str, str], str] = {}
+        # peers told (in the log) why their POP requests are refused: once each, not per request
+        self._pop_warned: set[str] = set()
 
     def register(self, table: ProcessorTable) -> None:
         table.register(QUERY_ASSIGNMENT, self.query_assignment)
@@ -106,10 +108,11 @@ class QueryAssignmentProcessor:
         for code in POP_REQUEST_CODES:
             table.register(code, self.pop_not_supported)
 
-    @staticmethod
-    def pop_not_supported(channel: Channel, request: RemotingCommand) -> RemotingCommand:
-        log.warning("request code %d from %s: POP consumption is not supported by pyrmq; consume in PULL mode "
-                    "(push or pull consumer)", request.code, channel.remote_addr)
+    def pop_not_supported(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        if channel.remote_addr not in self._pop_warned and len(self._pop_warned) < 1024:
+            self._pop_warned.add(channel.remote_addr)
+            log.warning("request code %d from %s: POP consumption is not supported by pyrmq; consume in PULL "
+                        "mode (push or pull consumer)", request.code, channel.remote_addr)
         return not_supported(request)
 
     def local_queues(self, topic: str) -> list[Queue] | None:
