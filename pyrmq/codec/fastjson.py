@@ -11,10 +11,13 @@ admin calls and config files.
 from __future__ import annotations
 
 import enum
+import itertools
 import json
 import math
 import re
 from typing import Any, Final
+
+import orjson
 
 from pyrmq.codec.errors import ProtocolError
 from pyrmq.codec.text import is_encodable, may_hold_surrogate
@@ -299,8 +302,45 @@ def _check_tree(value: Any, texts: bool) -> None:
             stack.extend((child, depth + 1) for child in node)
 
 
+def _plain_tree(value: Any) -> bool:
+    """Whether orjson's ``value`` is what the json module would have made of the same text: no
+    float anywhere (orjson reads an integer past 64 bits as a float) and nothing nested deeper
+    than MAX_DEPTH (as _check_tree counts).  Walked a level at a time, so that the members' types
+    are collected in C (a registration holds tens of thousands); orjson leaves no surrogate."""
+    level = [value]
+    depth = 0
+    while level:
+        if depth > MAX_DEPTH:
+            return False
+        kinds = set(map(type, level))
+        if float in kinds:
+            return False
+        if dict not in kinds and list not in kinds:
+            return True
+        level = list(itertools.chain.from_iterable(
+            node.values() if type(node) is dict else node for node in level
+            if type(node) is dict or type(node) is list))
+        depth += 1
+    return True
+
+
 def loads(data: str | bytes | bytearray | memoryview) -> Any:
-    """Parse fastjson output (unquoted integer keys, object keys) or standard JSON."""
+    """Parse fastjson output (unquoted integer keys, object keys) or standard JSON.
+
+    Standard JSON -- most bodies, a broker's registration among them -- takes orjson (strict
+    RFC 8259 and UTF-8) when what it makes of the text is what the json module would; anything
+    else takes the json module and then the lenient parser, whose rules this function defines."""
+    try:
+        fast = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        pass
+    else:
+        if _plain_tree(fast):
+            return fast
+    return _loads_slow(data)
+
+
+def _loads_slow(data: str | bytes | bytearray | memoryview) -> Any:
     if not isinstance(data, str):
         try:
             data = bytes(data).decode("utf-8")

@@ -99,3 +99,36 @@ def _drop_none_members(value):
 def test_round_trip(value):
     assert fastjson.loads(fastjson.dumps(value)) == _drop_none_members(value)
     assert fastjson.loads(fastjson.dumps_pretty(value)) == _drop_none_members(value)
+
+
+def _outcome(parse, text):
+    try:
+        return "ok", parse(text)
+    except ProtocolError:
+        return "refused", None
+
+
+standard_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=10),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4),
+    max_leaves=30)
+
+
+@given(standard_values, st.sampled_from(["str", "bytes", "memoryview"]))
+def test_orjson_path_reads_what_the_json_module_reads(value, form):
+    import json
+    text = json.dumps(value)
+    data = {"str": text, "bytes": text.encode(), "memoryview": memoryview(text.encode())}[form]
+    assert _outcome(fastjson.loads, data) == _outcome(fastjson._loads_slow, data)
+
+
+@pytest.mark.parametrize("text", [
+    "[" * 64 + "]" * 64, "[" * 65 + "]" * 65, "[" * 66 + "]" * 66, "[" * 65 + "1" + "]" * 65,
+    '{"a":' * 64 + "{}" + "}" * 64, '{"a":' * 65 + "1" + "}" * 65, "99999999999999999999999",
+    "[18446744073709551615, -9223372036854775808]", "1e400", '"\\ud800"', "\ufeff[1]", "[1.0, 2]",
+    '{"a": NaN}', '{"a": 1, "a": 2}', " [ ] ", "[1,]",
+])
+def test_orjson_path_edges(text):
+    for data in (text, text.encode()):
+        assert _outcome(fastjson.loads, data) == _outcome(fastjson._loads_slow, data)
