@@ -138,15 +138,12 @@ def build_processors(*, config: NamesrvConfig, routes: RouteInfoManager, kv: KVC
         topic = required_str(request, "topic")
         standard = (request.version >= STANDARD_JSON_MIN_VERSION
                     or optional_bool(request, "acceptStandardJsonOnly"))
-        route = routes.pickup_topic_route_data(topic, standard)
-        if route is None:
+        order_conf = kv.get(ORDER_TOPIC_CONFIG_NAMESPACE, topic) if config.order_message_enable else None
+        body = routes.topic_route_body(topic, standard, order_conf or None)
+        if body is None:
             return request.response(ResponseCode.TOPIC_NOT_EXIST,
                                     f"No topic route info in name server for the topic: {topic}{FAQ_URL}")
-        if config.order_message_enable:
-            order_conf = kv.get(ORDER_TOPIC_CONFIG_NAMESPACE, topic)
-            if order_conf:
-                route["orderTopicConf"] = order_conf
-        return request.response(ResponseCode.SUCCESS, body=fastjson.dumps(route).encode())
+        return request.response(ResponseCode.SUCCESS, body=body)
 
     def cluster_info(channel: Channel, request: RemotingCommand) -> RemotingCommand:
         return request.response(ResponseCode.SUCCESS, body=routes.cluster_info().encode())

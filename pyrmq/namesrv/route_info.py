@@ -3,6 +3,11 @@ serve, and the rules for registering, expiring and unregistering brokers (spec/c
 
 Plain data and synchronous methods; the processors and the expiry scan call them from the event
 loop, so no locking is needed.
+
+Route queries are the NameServer's hot path (every client asks for each of its topics every 30 s):
+a route is assembled from JSON fragments kept with the table -- one per broker (BrokerData) and
+one per distinct queue data, which is interned (a broker's topics mostly share one) -- instead of
+being built as objects and encoded on every query.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from pyrmq.codec import namesrv_bodies
+from pyrmq.codec import fastjson, namesrv_bodies
 from pyrmq.codec.java_order import hash_map_order
 
 log = logging.getLogger(__name__)
@@ -24,15 +29,24 @@ BROKER_CHANNEL_EXPIRED_MS = 120_000
 
 PERM_READ = 4
 PERM_WRITE = 2
+# Distinct queue data kept interned; past this many (a flood of odd registrations) the table
+# starts over -- the routes keep the objects they hold.
+MAX_INTERNED_QUEUE_DATAS = 100_000
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class QueueData:
+    """One broker's queues of a topic. Immutable and interned: a change replaces the object."""
+
     broker_name: str
     read_queue_nums: int
     write_queue_nums: int
     perm: int
     topic_sys_flag: int
+    json: str = field(init=False, compare=False, repr=False)   # its fastjson text in a route
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "json", fastjson.dumps(self.to_json()))
 
     def to_json(self) -> dict[str, Any]:
         return {"brokerName": self.broker_name, "perm": self.perm,
@@ -42,9 +56,21 @@ class QueueData:
 
 @dataclass(slots=True)
 class BrokerData:
+    """A broker name's addresses by broker id; changed only through set_addr / drop_id, which
+    keep its route fragments current."""
+
     cluster: str
     broker_name: str
     broker_addrs: dict[int, str] = field(default_factory=dict)
+    _json: dict[bool, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def set_addr(self, broker_id: int, addr: str) -> None:
+        self.broker_addrs[broker_id] = addr
+        self._json.clear()
+
+    def drop_id(self, broker_id: int) -> None:
+        if self.broker_addrs.pop(broker_id, None) is not None:
+            self._json.clear()
 
     def to_body(self) -> namesrv_bodies.BrokerData:
         return namesrv_bodies.BrokerData(self.cluster, self.broker_name, dict(self.broker_addrs))
@@ -54,6 +80,13 @@ class BrokerData:
         if standard:   # standard JSON quotes the broker ids
             obj["brokerAddrs"] = {str(k): v for k, v in self.broker_addrs.items()}
         return obj
+
+    def json(self, standard: bool) -> str:
+        """Its fastjson text in a route (``standard``: broker ids quoted)."""
+        text = self._json.get(standard)
+        if text is None:
+            text = self._json[standard] = fastjson.dumps(self.to_json(standard))
+        return text
 
 
 @dataclass(slots=True)
@@ -81,6 +114,7 @@ class RouteInfoManager:
         self.cluster_addr_table: dict[str, set[str]] = {}
         self.broker_live_table: dict[str, BrokerLiveInfo] = {}
         self.filter_server_table: dict[str, list[str]] = {}
+        self._queue_datas: dict[tuple[str, Any, Any, Any, Any], QueueData] = {}
 
     # --- registration ---------------------------------------------------------------------
 
@@ -101,15 +135,15 @@ class RouteInfoManager:
         # The same address under another id means a slave became master (or back): replace it.
         for other_id in [i for i, a in broker_data.broker_addrs.items()
                          if a == broker_addr and i != broker_id]:
-            del broker_data.broker_addrs[other_id]
+            broker_data.drop_id(other_id)
         old_addr = broker_data.broker_addrs.get(broker_id)
-        broker_data.broker_addrs[broker_id] = broker_addr
+        if old_addr != broker_addr:
+            broker_data.set_addr(broker_id, broker_addr)
         register_first = register_first or old_addr is None
 
         if topic_config_table is not None and broker_id == MASTER_ID:
             if register_first or self._topic_config_changed(broker_addr, data_version):
-                for topic_config in topic_config_table.values():
-                    self._create_and_update_queue_data(broker_name, topic_config)
+                self._update_queue_datas(broker_name, topic_config_table)
 
         previous = self.broker_live_table.get(broker_addr)
         self.broker_live_table[broker_addr] = BrokerLiveInfo(
@@ -136,16 +170,38 @@ class RouteInfoManager:
         live = self.broker_live_table.get(broker_addr)
         return live is None or live.data_version != (data_version or {})
 
-    def _create_and_update_queue_data(self, broker_name: str, topic_config: dict[str, Any]) -> None:
-        topic = topic_config["topicName"]
-        queue_data = QueueData(broker_name, int(topic_config.get("readQueueNums", 0)),
-                               int(topic_config.get("writeQueueNums", 0)),
-                               int(topic_config.get("perm", 6)), int(topic_config.get("topicSysFlag", 0)))
-        queues = self.topic_queue_table.setdefault(topic, {})
-        if queues.get(broker_name) != queue_data:
-            if broker_name in queues:
-                log.info("topic %s queue data of %s changed", topic, broker_name)
-            queues[broker_name] = queue_data
+    def _queue_data(self, broker_name: str, read_queue_nums: int, write_queue_nums: int, perm: int,
+                    topic_sys_flag: int) -> QueueData:
+        key = (broker_name, read_queue_nums, write_queue_nums, perm, topic_sys_flag)
+        queue_data = self._queue_datas.get(key)
+        if queue_data is None:
+            if len(self._queue_datas) >= MAX_INTERNED_QUEUE_DATAS:
+                self._queue_datas.clear()
+            queue_data = self._queue_datas[key] = QueueData(*key)
+        return queue_data
+
+    def _update_queue_datas(self, broker_name: str, topic_config_table: dict[str, dict[str, Any]]) -> None:
+        """Each topic's queue data of ``broker_name`` from its registered topic configs."""
+        table = self.topic_queue_table
+        interned = self._queue_datas
+        for topic_config in topic_config_table.values():
+            topic = topic_config["topicName"]
+            # the members as registered look the interned object up; only a new combination
+            # is converted (int() as Java's parse) and interned under both keys
+            raw = (broker_name, topic_config.get("readQueueNums", 0), topic_config.get("writeQueueNums", 0),
+                   topic_config.get("perm", 6), topic_config.get("topicSysFlag", 0))
+            queue_data = interned.get(raw)
+            if queue_data is None:
+                queue_data = self._queue_data(broker_name, int(raw[1]), int(raw[2]), int(raw[3]), int(raw[4]))
+                interned[raw] = queue_data
+            queues = table.get(topic)
+            if queues is None:
+                queues = table[topic] = {}
+            old = queues.get(broker_name)
+            if old is not queue_data and old != queue_data:
+                if old is not None:
+                    log.info("topic %s queue data of %s changed", topic, broker_name)
+                queues[broker_name] = queue_data
 
     def is_data_version_changed(self, broker_addr: str, data_version: dict[str, Any]) -> bool:
         return self._topic_config_changed(broker_addr, data_version)
@@ -168,7 +224,7 @@ class RouteInfoManager:
         broker_data = self.broker_addr_table.get(broker_name)
         remove_name = False
         if broker_data is not None:
-            broker_data.broker_addrs.pop(broker_id, None)
+            broker_data.drop_id(broker_id)
             if not broker_data.broker_addrs:
                 del self.broker_addr_table[broker_name]
                 remove_name = True
@@ -198,7 +254,7 @@ class RouteInfoManager:
         log.warning("broker %s removed: %s", broker_addr, why)
         for broker_name, broker_data in list(self.broker_addr_table.items()):
             for broker_id in [i for i, a in broker_data.broker_addrs.items() if a == broker_addr]:
-                del broker_data.broker_addrs[broker_id]
+                broker_data.drop_id(broker_id)
             if not broker_data.broker_addrs:
                 del self.broker_addr_table[broker_name]
                 self._remove_broker_name(broker_name, None)
@@ -220,25 +276,35 @@ class RouteInfoManager:
 
     # --- queries --------------------------------------------------------------------------
 
-    def pickup_topic_route_data(self, topic: str, standard: bool) -> dict[str, Any] | None:
+    def topic_route_body(self, topic: str, standard: bool, order_topic_conf: str | None = None) -> bytes | None:
+        """GET_ROUTEINFO_BY_TOPIC's body (TopicRouteData in fastjson, or standard JSON), None when
+        no live broker serves ``topic``: the fragments joined in the member order fastjson sorts
+        them into (brokerDatas, filterServerTable, orderTopicConf, queueDatas)."""
         queues = self.topic_queue_table.get(topic)
         if not queues:
             return None
-        broker_datas = []
-        filter_server_table: dict[str, list[str]] = {}
+        brokers = self.broker_addr_table
+        filter_servers = self.filter_server_table
+        broker_parts = []
+        picked_filter_servers: dict[str, list[str]] = {}
         for broker_name in queues:
-            broker_data = self.broker_addr_table.get(broker_name)
+            broker_data = brokers.get(broker_name)
             if broker_data is None:
                 continue
-            broker_datas.append(broker_data.to_json(standard))
-            for addr in broker_data.broker_addrs.values():
-                servers = self.filter_server_table.get(addr)
-                if servers:
-                    filter_server_table[addr] = servers
-        if not broker_datas:
+            broker_parts.append(broker_data.json(standard))
+            if filter_servers:
+                for addr in broker_data.broker_addrs.values():
+                    servers = filter_servers.get(addr)
+                    if servers:
+                        picked_filter_servers[addr] = servers
+        if not broker_parts:
             return None
-        return {"brokerDatas": broker_datas, "filterServerTable": filter_server_table,
-                "queueDatas": [q.to_json() for q in queues.values()]}
+        parts = ['{"brokerDatas":[', ",".join(broker_parts), '],"filterServerTable":',
+                 fastjson.dumps(picked_filter_servers) if picked_filter_servers else "{}"]
+        if order_topic_conf is not None:
+            parts += [',"orderTopicConf":', fastjson.dumps(order_topic_conf)]
+        parts += [',"queueDatas":[', ",".join([q.json for q in queues.values()]), "]}"]
+        return "".join(parts).encode()
 
     def cluster_info(self) -> namesrv_bodies.ClusterInfo:
         return namesrv_bodies.ClusterInfo(
@@ -281,9 +347,8 @@ class RouteInfoManager:
             queue_data = queues.get(broker_name)
             if queue_data is None:
                 continue
-            if wipe:
-                queue_data.perm &= ~PERM_WRITE
-            else:
-                queue_data.perm |= PERM_WRITE | PERM_READ
+            perm = queue_data.perm & ~PERM_WRITE if wipe else queue_data.perm | PERM_WRITE | PERM_READ
+            queues[broker_name] = self._queue_data(broker_name, queue_data.read_queue_nums,
+                                                   queue_data.write_queue_nums, perm, queue_data.topic_sys_flag)
             count += 1
         return count

@@ -56,7 +56,7 @@ async def test_slave_learns_master_and_broker_dropped_when_connection_closes(nam
         # both connections closed: the brokers are gone and so is the topic's route
         while namesrv.route_info.broker_live_table:
             await trio.sleep(0.01)
-        assert namesrv.route_info.pickup_topic_route_data("TopicTest", True) is None
+        assert namesrv.route_info.topic_route_body("TopicTest", True) is None
         assert namesrv.route_info.cluster_info().to_json() == {"brokerAddrTable": {}, "clusterAddrTable": {}}
 
 
@@ -135,3 +135,64 @@ async def test_unit_topic_lists_by_topic_sys_flag(namesrv):
                 assert answer.code == 0
                 lists[code] = sorted(fastjson.loads(answer.body)["topicList"])
     assert lists == {311: ["Both", "Unit"], 312: ["Both", "UnitSub"], 313: ["UnitSub"]}
+
+
+def _reference_route(routes: RouteInfoManager, topic: str, standard: bool, order_conf: str | None) -> bytes | None:
+    """The route as one JSON object encoded whole: what topic_route_body's fragments must equal."""
+    queues = routes.topic_queue_table.get(topic)
+    if not queues:
+        return None
+    broker_datas, filter_servers = [], {}
+    for name in queues:
+        data = routes.broker_addr_table.get(name)
+        if data is None:
+            continue
+        addrs = {(str(k) if standard else k): v for k, v in data.broker_addrs.items()}
+        broker_datas.append({"brokerAddrs": addrs, "brokerName": name, "cluster": data.cluster})
+        filter_servers.update({a: routes.filter_server_table[a] for a in data.broker_addrs.values()
+                               if routes.filter_server_table.get(a)})
+    if not broker_datas:
+        return None
+    route = {"brokerDatas": broker_datas, "filterServerTable": filter_servers,
+             "queueDatas": [q.to_json() for q in queues.values()]}
+    if order_conf is not None:
+        route["orderTopicConf"] = order_conf
+    return fastjson.dumps(route).encode()
+
+
+def test_route_fragments_equal_the_whole_route_encoded():
+    """Registrations, a changed queue count, write permission wiped and restored, a slave, filter
+    servers, an unregistered broker and an order conf: every route body is byte for byte the route
+    encoded as one object, in both JSON forms."""
+    import random
+    rnd = random.Random(7)
+    routes = RouteInfoManager()
+    topics = [f"T{i}" for i in range(12)]
+    version = 0
+
+    def check() -> None:
+        for topic in topics + ["Nope"]:
+            for standard in (False, True):
+                for order_conf in (None, "broker-0:4;broker-1:4"):
+                    assert (routes.topic_route_body(topic, standard, order_conf)
+                            == _reference_route(routes, topic, standard, order_conf)), (topic, standard)
+
+    for _ in range(60):
+        n = rnd.randrange(4)
+        action = rnd.randrange(5)
+        if action <= 1:
+            version += 1
+            table = {t: {"topicName": t, "readQueueNums": rnd.choice((4, 8)), "writeQueueNums": rnd.choice((4, 8)),
+                         "perm": rnd.choice((2, 4, 6)), "topicSysFlag": rnd.randrange(2)}
+                     for t in rnd.sample(topics, rnd.randrange(1, 6))}
+            routes.register_broker("C", f"10.0.0.{n}:10911", f"broker-{n}", rnd.choice((0, 0, 1)), f"10.0.0.{n}:10912",
+                                   {"counter": version}, table, rnd.choice(([], [f"10.0.0.{n}:40001"])), None)
+        elif action == 2:
+            routes.change_write_perm(f"broker-{n}", wipe=rnd.random() < 0.5)
+        elif action == 3:
+            routes.unregister_broker("C", f"10.0.0.{n}:10911", f"broker-{n}", rnd.choice((0, 1)))
+        else:
+            routes.register_broker("C", f"10.0.1.{n}:10911", f"broker-{n}", 1, f"10.0.1.{n}:10912", None, None, [],
+                                   None)
+        check()
+    assert any(routes.topic_route_body(t, False) for t in topics)
