@@ -14,7 +14,9 @@ IndexHeader does, so the bytes on disk are always current up to the last flush.
 
 from __future__ import annotations
 
+import functools
 import logging
+import operator
 
 from pyrmq.codec.message_props import java_string_hash
 from pyrmq.codec.store_formats import (
@@ -41,6 +43,32 @@ ITEMS_RESERVE_CHUNK = 1024 * 1024
 def index_key_hash(key: str) -> int:
     """``abs(key.hashCode())``, 0 when that is still negative (hashCode was Integer.MIN_VALUE)."""
     h = abs(java_string_hash(key))
+    return h if h <= INT32_MAX else 0
+
+
+# Java's hash is linear: hash(p + q) = hash(p) * 31**len(q) + hash(q) (mod 2**32). An index key
+# is ``topic#key``, and a UNIQ_KEY's first 20 hex digits name its producer (address, pid, class
+# loader): only the last 12 (time and counter) change from message to message. So the hash of
+# everything before the last 12 characters is cached, and each message hashes 12 characters.
+_TAIL = 12
+_TAIL_WEIGHTS = tuple(pow(31, i, 1 << 32) for i in reversed(range(_TAIL)))
+_TAIL_SHIFT = pow(31, _TAIL, 1 << 32)
+
+
+@functools.lru_cache(maxsize=4096)
+def _head_hash(head: str) -> int:
+    return java_string_hash(head) & 0xFFFF_FFFF
+
+
+def topic_key_hash(topic: str, key: str) -> int:
+    """``index_key_hash(f"{topic}#{key}")``, the hash of the key's repeating head cached."""
+    tail = key[-_TAIL:]
+    if len(key) <= _TAIL or not tail.isascii():
+        return index_key_hash(f"{topic}#{key}")
+    h = (_head_hash(f"{topic}#{key[:-_TAIL]}") * _TAIL_SHIFT
+         + sum(map(operator.mul, tail.encode(), _TAIL_WEIGHTS))) & 0xFFFF_FFFF
+    if h & 0x8000_0000:   # signed int32, then abs as Java's Math.abs
+        h = 0x1_0000_0000 - h
     return h if h <= INT32_MAX else 0
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pyrmq.codec.message_props import MessageConst, MessageSysFlag, property_value
 from pyrmq.store.checkpoint import StoreCheckpoint
 from pyrmq.codec.store_formats import index_file_size
-from pyrmq.store.index_file import IndexFile, index_key_hash
+from pyrmq.store.index_file import IndexFile, topic_key_hash
 from pyrmq.store.mapped_file_queue import is_all_zero
 from pyrmq.store.model import MessageStoreConfig, StoreError
 
@@ -166,8 +166,8 @@ class IndexService:
         files.append(f)
         return f
 
-    def _put_key(self, f: IndexFile, key: str, phy_offset: int, store_timestamp: int) -> IndexFile:
-        key_hash = index_key_hash(key)
+    def _put_key(self, f: IndexFile, topic: str, key: str, phy_offset: int, store_timestamp: int) -> IndexFile:
+        key_hash = topic_key_hash(topic, key)
         current = f
         while not current.put_key(key_hash, phy_offset, store_timestamp):
             current = self._last_file()
@@ -185,11 +185,11 @@ class IndexService:
         if sys_flag & _TRANSACTION_MASK == _ROLLBACK:
             return
         if uniq_key is not None:
-            f = self._put_key(f, f"{topic}#{uniq_key}", phy_offset, store_timestamp)
+            f = self._put_key(f, topic, uniq_key, phy_offset, store_timestamp)
         if keys:
             for k in keys.split(_KEY_SEPARATOR):
                 if k:
-                    f = self._put_key(f, f"{topic}#{k}", phy_offset, store_timestamp)
+                    f = self._put_key(f, topic, k, phy_offset, store_timestamp)
 
     # ------------------------------------------------------------------ query
 
@@ -202,7 +202,7 @@ class IndexService:
             return result
         result.index_last_update_timestamp = files[-1].end_timestamp
         result.index_last_update_phyoffset = files[-1].end_phy_offset
-        key_hash = index_key_hash(f"{topic}#{key}")
+        key_hash = topic_key_hash(topic, key)
         out = result.phy_offsets
         for f in reversed(files):
             if f.is_time_matched(begin, end):

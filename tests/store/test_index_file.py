@@ -15,7 +15,7 @@ from store_helpers import make_msg, open_store, small_config
 
 from pyrmq.codec.message import decode_message, decode_messages
 from pyrmq.codec.message_props import java_string_hash
-from pyrmq.store.index_file import ITEMS_RESERVE_CHUNK, IndexFile, index_key_hash
+from pyrmq.store.index_file import ITEMS_RESERVE_CHUNK, IndexFile, index_key_hash, topic_key_hash
 from pyrmq.store.index_service import index_keys_of
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "store" / "apache-4.9.8-small.tar.gz"
@@ -53,6 +53,34 @@ def test_key_hash_is_abs_of_java_hash():
     for k in keys:  # the ASCII fast path agrees with the per-char Java hash
         h = java_string_hash(k)
         assert index_key_hash(k) == (abs(h) if h != -2**31 else 0), k
+
+
+def _zero_hash_suffix(prefix: str) -> str:
+    """Seven characters that bring ``prefix``'s Java hash to 0 (its base-31 digits)."""
+    n = (-(java_string_hash(prefix) & 0xFFFFFFFF) * pow(31, 7, 1 << 32)) % (1 << 32)
+    digits = []
+    for _ in range(7):
+        n, d = divmod(n, 31)
+        digits.append(chr(d))
+    assert n == 0
+    return "".join(reversed(digits))
+
+
+def test_topic_key_hash_agrees_with_the_whole_key_hash():
+    rnd = random.Random(6)
+    alphabet = "0123456789ABCDEF#-_ \x01\u00e9\u4e2d\U0001f600"
+    cases = [("T", ""), ("T", "k"), ("T", "x" * 12), ("T", "x" * 13), ("T", "\u4e2d" * 20),
+             ("Topic", "7F00000100AB18B4AAC2" + "0123456789AB"), ("T", "\U0001f600" + "a" * 12),
+             ("T", "a" * 11 + "\U0001f600")]
+    # hash("T#" + zeros + "polygenelubricants") is Integer.MIN_VALUE: index hash 0
+    cases.append(("T", _zero_hash_suffix("T#") + "polygenelubricants"))
+    assert java_string_hash("T#" + cases[-1][1]) == -2**31
+    for _ in range(2000):
+        key = "".join(rnd.choice(alphabet) for _ in range(rnd.randrange(40)))
+        cases.append(("BenchTopic", key))
+    for topic, key in cases:
+        assert topic_key_hash(topic, key) == index_key_hash(f"{topic}#{key}"), (topic, key)
+    assert topic_key_hash(*cases[8]) == 0
 
 
 def test_properties_scan_finds_only_whole_names():
