@@ -94,7 +94,7 @@ def run(env: Env, kinds: list[str], rep: int) -> RowOutput:
         workdir = env.workdir(f"{kind}-idle")
         server, logs = make_server(env, kind, workdir)
         pollers: list[Poller] = []
-        pct, answered, during = None, collections.Counter(), collections.Counter()
+        pct, cpu_s, answered, during = None, None, collections.Counter(), collections.Counter()
         try:
             quiet_wait(env, label)
             server.start()
@@ -111,7 +111,8 @@ def run(env: Env, kinds: list[str], rep: int) -> RowOutput:
             before = dict(answered)
             c0, t0 = cpu_seconds(pids), time.monotonic()
             time.sleep(args.idle_seconds)
-            pct = 100 * (cpu_seconds(pids) - c0) / (time.monotonic() - t0)
+            cpu_s = cpu_seconds(pids) - c0
+            pct = 100 * cpu_s / (time.monotonic() - t0)
             during = collections.Counter(answered)
             during.subtract(before)
             broken = [p.error for p in pollers if p.error]
@@ -129,12 +130,15 @@ def run(env: Env, kinds: list[str], rep: int) -> RowOutput:
             for p in pollers:
                 p.close()
             discard_into(out, "idle consumers", kind, server, logs)
-        table.append((kind, pct, sum(during.values())))
+        table.append((kind, pct, sum(during.values()), cpu_s))
         out.measures.append(Measure(f"idle: {n:,} long-polling consumers", "server CPU % of a core (< 5)", kind,
                                     pct, "%", "lower"))
     out.details = [f"Idle consumers ({n:,} suspended PULL_MESSAGE requests, suspendTimeoutMillis "
                    f"{SUSPEND_TIMEOUT_MS}, on {conns} connections, re-sent when answered; {args.idle_seconds} s "
-                   "measured):", "", "| server | server CPU % of a core | pulls answered in the window |",
-                   "|---|---:|---:|"]
-    out.details += [f"| {kind} | {fmt(pct, '.1f')} | {fmt(k, ',d')} |" for kind, pct, k in table]
+                   "measured; a pull is answered when its suspension times out, so the count depends on where the "
+                   "window falls; the last column divides the server's CPU time by it):", "",
+                   "| server | server CPU % of a core | pulls answered in the window | server CPU µs per answered pull |",
+                   "|---|---:|---:|---:|"]
+    out.details += [f"| {kind} | {fmt(pct, '.1f')} | {fmt(k, ',d')} | "
+                    f"{fmt(1e6 * cpu / k if cpu is not None and k else None, ',.0f')} |" for kind, pct, k, cpu in table]
     return out

@@ -11,6 +11,7 @@ Checks and status mapping follow spec/codes.md section 4.5.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import time
 from dataclasses import dataclass
@@ -54,6 +55,8 @@ FLAG_CLASS_FILTER = 0x8
 MASTER_ID = 0
 # Held pulls are checked for expiry this often; arrivals wake them at once.
 HOLD_CHECK_INTERVAL_S = 0.2
+# The pulls of closed connections are dropped this often (a closed channel is never answered).
+CLOSED_SWEEP_INTERVAL_S = 5.0
 FAQ_URL = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 _TAGS = MessageConst.PROPERTY_TAGS + "\x01"
 
@@ -212,41 +215,50 @@ class _HeldPull:
 
 
 class PullRequestHoldService:
-    """Held pulls per (topic, queueId); a dispatcher of the store's pipeline."""
+    """Held pulls per (topic, queueId); a dispatcher of the store's pipeline.
+
+    A queue's held pulls are a dict by sequence number (O(1) removal, arrival order); their
+    deadlines are also in one heap, so an expiry check costs the pulls that expire, not the ones
+    held (ten thousand idle consumers would otherwise be scanned five times a second). A pull
+    answered by an arrival or dropped with its connection leaves its heap entry behind; the heap
+    is rebuilt when such entries outnumber the held pulls."""
 
     def __init__(self, processor: PullMessageProcessor) -> None:
         self.processor = processor
-        self._held: dict[tuple[str, int], list[_HeldPull]] = {}
+        self._held: dict[tuple[str, int], dict[int, _HeldPull]] = {}
+        self._deadlines: list[tuple[float, int, tuple[str, int]]] = []   # (deadline, seq, key)
+        self._seq = 0
+        self._count = 0          # pulls in _held
         self._ready: list[_HeldPull] = []
         self._wake = trio.Event()
         # held pulls answered because a matching message arrived (statistics, tests)
         self.wakeups = 0
 
     def statistics(self) -> dict[str, int]:
-        return {"held": sum(len(v) for v in self._held.values()), "wakeups": self.wakeups}
+        return {"held": self._count, "wakeups": self.wakeups}
 
     def suspend(self, key: tuple[str, int], held: _HeldPull) -> None:
-        self._held.setdefault(key, []).append(held)
+        self._seq += 1
+        self._held.setdefault(key, {})[self._seq] = held
+        self._count += 1
+        heapq.heappush(self._deadlines, (held.deadline, self._seq, key))
 
     def dispatch(self, request: RecordInfo) -> None:
         """Called for every dispatched record: O(1) when nobody waits on its queue."""
-        held = self._held.get((request.topic, request.queue_id))
+        key = (request.topic, request.queue_id)
+        held = self._held.get(key)
         if held is None:
             return
         newest = request.queue_offset + 1
-        keep = []
-        for pull in held:
-            f = pull.message_filter
-            if newest > pull.offset and f.is_matched_by_consume_queue(request.tags_code) \
-                    and f.is_matched_by_properties(request.properties_string):
-                self._ready.append(pull)
-            else:
-                keep.append(pull)
-        if len(keep) != len(held):
-            if keep:
-                self._held[(request.topic, request.queue_id)] = keep
-            else:
-                del self._held[(request.topic, request.queue_id)]
+        woken = [seq for seq, pull in held.items()
+                 if newest > pull.offset and pull.message_filter.is_matched_by_consume_queue(request.tags_code)
+                 and pull.message_filter.is_matched_by_properties(request.properties_string)]
+        if woken:
+            for seq in woken:
+                self._ready.append(held.pop(seq))
+            self._count -= len(woken)
+            if not held:
+                del self._held[key]
             self._wake.set()
 
     async def run(self) -> None:
@@ -262,24 +274,42 @@ class PullRequestHoldService:
 
     async def _expiry_loop(self) -> None:
         guard = ServiceGuard("held pull expiry", log)
+        sweep_at = trio.current_time() + CLOSED_SWEEP_INTERVAL_S
         while True:
             await trio.sleep(HOLD_CHECK_INTERVAL_S)
             with guard.round():
-                self._expire(trio.current_time())
+                now = trio.current_time()
+                self._expire(now)
+                if now >= sweep_at:
+                    sweep_at = now + CLOSED_SWEEP_INTERVAL_S
+                    self._drop_closed()
 
     def _expire(self, now: float) -> None:
-        for key in list(self._held):
-            held = self._held.pop(key)
-            keep = []
-            for pull in held:
-                if pull.channel.closed:
-                    continue
-                if now >= pull.deadline:
-                    self._answer(pull)
-                else:
-                    keep.append(pull)
-            if keep:
-                self._held.setdefault(key, []).extend(keep)
+        deadlines = self._deadlines
+        while deadlines and deadlines[0][0] <= now:
+            _, seq, key = heapq.heappop(deadlines)
+            held = self._held.get(key)
+            pull = None if held is None else held.pop(seq, None)
+            if pull is None:
+                continue   # answered by an arrival, or dropped with its connection
+            self._count -= 1
+            if not held:
+                del self._held[key]
+            self._answer(pull)
+
+    def _drop_closed(self) -> None:
+        """Forget the pulls of closed connections; rebuild the heap once it is mostly stale."""
+        for key, held in list(self._held.items()):
+            closed = [seq for seq, pull in held.items() if pull.channel.closed]
+            for seq in closed:
+                del held[seq]
+            self._count -= len(closed)
+            if not held:
+                del self._held[key]
+        if len(self._deadlines) > 2 * self._count + 1024:
+            self._deadlines = [(pull.deadline, seq, key) for key, held in self._held.items()
+                               for seq, pull in held.items()]
+            heapq.heapify(self._deadlines)
 
     def _answer(self, pull: _HeldPull) -> None:
         """Re-run a held pull without suspension and send its answer; never raises."""
@@ -299,8 +329,9 @@ class PullRequestHoldService:
     def wake_all(self) -> None:
         """Answer every held pull now (shutdown)."""
         held, self._held = self._held, {}
+        self._deadlines, self._count = [], 0
         ready, self._ready = self._ready, []
-        for pull in ready + [p for pulls in held.values() for p in pulls]:
+        for pull in ready + [p for pulls in held.values() for p in pulls.values()]:
             self._answer(pull)
 
 

@@ -92,3 +92,68 @@ async def test_a_failure_answering_a_held_pull_leaves_the_broker_serving(cluster
         assert resp.code == 0 and [m.body for m in messages] == [b"third"]
         resp, messages = await pull(cluster.client, addr, "TopicBoom", 0, 1)
         assert [m.body for m in messages] == [b"second", b"third"]
+
+
+class _Channel:
+    def __init__(self) -> None:
+        self.closed = False
+        self.answers: list = []
+
+    def send_response(self, response) -> None:
+        self.answers.append(response)
+
+
+class _AnyTag:
+    def is_matched_by_consume_queue(self, tags_code) -> bool:
+        return True
+
+    def is_matched_by_properties(self, properties) -> bool:
+        return True
+
+
+class _Processor:
+    """Answers a re-run held pull with its own opaque, so the test sees which pull was answered."""
+
+    def __init__(self) -> None:
+        self.order: list[int] = []
+
+    def process_request(self, channel, request, allow_suspend):
+        assert not allow_suspend
+        self.order.append(request.opaque)
+        return request.response(19)
+
+
+def test_hold_service_expires_by_deadline_and_forgets_answered_and_closed_pulls():
+    import random
+
+    from pyrmq.broker.pull_processor import _HeldPull, PullRequestHoldService
+    from pyrmq.codec.message import RecordInfo
+    from pyrmq.codec.remoting import make_request
+
+    rnd = random.Random(3)
+    processor = _Processor()
+    hold = PullRequestHoldService(processor)
+    channels = [_Channel() for _ in range(4)]
+    deadlines = {}
+    for opaque in range(9000):
+        request = make_request(11, {})
+        request.opaque = opaque
+        deadlines[opaque] = rnd.uniform(0, 100)
+        hold.suspend(("T", opaque % 3), _HeldPull(channels[opaque % 4], request, 5, deadlines[opaque], _AnyTag()))
+    assert hold.statistics()["held"] == 9000
+    # a message at queue offset 5 of queue 1 wakes every pull of queue 1 (they wait for offset 5)
+    hold.dispatch(RecordInfo(100, "T", 1, 5, 0, 0, 0, 0, 0, ""))
+    assert hold.statistics()["held"] == 6000 and len(hold._ready) == 3000
+    hold._expire(50.0)
+    expected = sorted((d, o) for o, d in deadlines.items() if o % 3 != 1 and d <= 50.0)
+    assert processor.order == [o for _, o in expected]           # deadline order, woken ones skipped
+    for channel in channels[:3]:
+        channel.closed = True
+    hold._drop_closed()
+    left = [o for o, d in deadlines.items() if o % 3 != 1 and d > 50.0 and o % 4 == 3]
+    assert hold.statistics()["held"] == len(left)
+    assert len(hold._deadlines) == len(left)           # mostly stale: rebuilt from the held pulls
+    processor.order.clear()
+    hold._expire(100.0)
+    assert sorted(processor.order) == sorted(left)
+    assert hold.statistics()["held"] == 0 and not hold._held
