@@ -49,10 +49,11 @@ def index_key_hash(key: str) -> int:
 # Java's hash is linear: hash(p + q) = hash(p) * 31**len(q) + hash(q) (mod 2**32). An index key
 # is ``topic#key``, and a UNIQ_KEY's first 20 hex digits name its producer (address, pid, class
 # loader): only the last 12 (time and counter) change from message to message. So the hash of
-# everything before the last 12 characters is cached, and each message hashes 12 characters.
+# everything before the key's last 12 characters is cached (for a short key: ``topic#``), and
+# each key hashes at most 12 characters.
 _TAIL = 12
-_TAIL_WEIGHTS = tuple(pow(31, i, 1 << 32) for i in reversed(range(_TAIL)))
-_TAIL_SHIFT = pow(31, _TAIL, 1 << 32)
+_TAIL_WEIGHTS = tuple(pow(31, i, 1 << 32) for i in reversed(range(_TAIL)))   # 31**11 .. 31**0
+_TAIL_SHIFTS = tuple(pow(31, n, 1 << 32) for n in range(_TAIL + 1))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -62,11 +63,13 @@ def _head_hash(head: str) -> int:
 
 def topic_key_hash(topic: str, key: str) -> int:
     """``index_key_hash(f"{topic}#{key}")``, the hash of the key's repeating head cached."""
-    tail = key[-_TAIL:]
-    if len(key) <= _TAIL or not tail.isascii():
+    split = len(key) - _TAIL if len(key) > _TAIL else 0
+    tail = key[split:]
+    if not tail.isascii():
         return index_key_hash(f"{topic}#{key}")
-    h = (_head_hash(f"{topic}#{key[:-_TAIL]}") * _TAIL_SHIFT
-         + sum(map(operator.mul, tail.encode(), _TAIL_WEIGHTS))) & 0xFFFF_FFFF
+    n = len(tail)
+    h = (_head_hash(f"{topic}#{key[:split]}") * _TAIL_SHIFTS[n]
+         + sum(map(operator.mul, tail.encode(), _TAIL_WEIGHTS[_TAIL - n:]))) & 0xFFFF_FFFF
     if h & 0x8000_0000:   # signed int32, then abs as Java's Math.abs
         h = 0x1_0000_0000 - h
     return h if h <= INT32_MAX else 0
