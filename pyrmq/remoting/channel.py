@@ -38,7 +38,7 @@ from pyrmq.codec.remoting import (
     encode_command_buffers,
 )
 from pyrmq.remoting.deferred import Deferred, resolve
-from pyrmq.remoting.transport import Buffer, PeerStream
+from pyrmq.remoting.transport import Buffer, PeerStream, consume_sent
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +106,10 @@ class Channel:
         self._outbound: list[Buffer] = []
         self._outbound_bytes = 0
         self._wake_writer = trio.Event()
+        # The writer is in a send (what it took must go out before anything else), and the
+        # reader is handling the frames of one receive (it writes their answers when done).
+        self._writing = False
+        self._reading_batch = False
         self._drained = trio.Event()
         # Answers owed to the peer by opaque (a count: a hostile peer may reuse opaques).
         self._owed: dict[int, int] = {}
@@ -190,7 +194,31 @@ class Channel:
                         self.remote_addr, self._outbound_bytes >> 20)
             self.close()
             return
-        self._wake_writer.set()
+        if not self._reading_batch:   # the reader writes a receive's answers together, after it
+            self._write_now()
+
+    def _write_now(self) -> None:
+        """Send what is queued (at most one write batch) from the caller's step, without waking
+        the writer task: a plain socket with room takes it at once. What it does not take -- all
+        of it on TLS, or while the writer is mid-send -- is left to the writer."""
+        if self._outbound and not self._writing:
+            buffers = self._take_batch()
+            try:
+                sent = self.peer.try_send(buffers)
+            except OSError as exc:
+                log.debug("write to %s failed: %s", self.remote_addr, exc)
+                self.close()
+                return
+            rest = consume_sent(buffers, sent or 0)
+            del buffers   # release the mmap slices that went out
+            if rest:
+                self._outbound[:0] = rest
+                self._outbound_bytes += sum(len(b) for b in rest)
+            if sent and self._drained.statistics().tasks_waiting and not self._throttled():
+                self._drained.set()   # as the writer does after a batch
+                self._drained = trio.Event()
+        if self._outbound:
+            self._wake_writer.set()
 
     def _throttled(self) -> bool:
         return self._outbound_bytes > OUTBOUND_HIGH_WATER or self._owed_count >= MAX_OWED_ANSWERS
@@ -258,12 +286,15 @@ class Channel:
                 self._wake_writer.set()   # more than one batch was queued
             batch_bytes = sum(len(b) for b in buffers)
             with trio.move_on_after(self.write_timeout or math.inf) as write_scope:
+                self._writing = True
                 try:
                     await self.peer.send_buffers(buffers)
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                     log.debug("write to %s failed: %s", self.remote_addr, exc)
                     self.close()
                     return
+                finally:
+                    self._writing = False
             del buffers   # release the mmap slices before the next wait
             if write_scope.cancelled_caught:
                 log.warning("closing connection from %s: it does not read its answers (%d bytes not written "
@@ -318,6 +349,7 @@ class Channel:
             if not decoder.buffered:
                 partial_since = now
             decoder.receive_data(data)
+            self._reading_batch = True
             try:
                 for cmd in decoder.frames():
                     last_frame_at = partial_since = now   # what is left over started arriving now
@@ -325,6 +357,9 @@ class Channel:
             except ProtocolError as exc:
                 log.warning("closing connection from %s: %s", self.remote_addr, exc)
                 return
+            finally:
+                self._reading_batch = False
+            self._write_now()
             if self._throttled():
                 await self.wait_writable()
                 # Time spent waiting for the peer to drain its answers is not held against its

@@ -122,6 +122,9 @@ class NegotiatingPeerStream(PeerStream):
         peer = self._peer if self._peer is not None else await self._negotiated()
         await peer.send_buffers(buffers)
 
+    def try_send(self, buffers: Sequence[Buffer]) -> int | None:
+        return None if self._peer is None else self._peer.try_send(buffers)
+
     async def aclose(self) -> None:
         await (self._peer or self._raw).aclose()
 

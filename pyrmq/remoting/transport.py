@@ -8,7 +8,9 @@ hypercorn's ``trio/run.py`` wraps its listeners the same way.
 
 ``send_buffers`` is the gather-write of a channel's writer: plain TCP hands the buffers (header
 bytes and memoryviews of mapped store files) to ``sendmsg`` untouched; any other stream (TLS)
-gets them joined into one ``send_all``.
+gets them joined into one ``send_all``. ``try_send`` is the same write made at once, without
+waiting: plain TCP only (one ``writev`` on the non-blocking socket), so that a channel can send
+its answers from the reader's step instead of waking its writer task for them.
 """
 
 from __future__ import annotations
@@ -55,6 +57,11 @@ class PeerStream(trio.abc.AsyncResource):
     async def receive_some(self, max_bytes: int) -> bytes | bytearray:
         return await self.stream.receive_some(max_bytes)
 
+    def try_send(self, buffers: Sequence[Buffer]) -> int | None:
+        """Bytes of ``buffers`` written at once without blocking (0 when the socket is full), or
+        None when this stream cannot write outside its task (TLS). Raises OSError."""
+        return None
+
     async def send_buffers(self, buffers: Sequence[Buffer]) -> None:
         """Send every byte of ``buffers`` in order.  Streams without gather-write (TLS) join them."""
         await self.stream.send_all(buffers[0] if len(buffers) == 1 else b"".join(buffers))
@@ -90,6 +97,13 @@ class SocketPeerStream(PeerStream):
         """The first bytes waiting on the socket, left there (MSG_PEEK): whoever reads next gets
         them too.  Waits until some arrive; ``b""`` at EOF."""
         return await self.stream.socket.recv(max_bytes, socket.MSG_PEEK)
+
+    def try_send(self, buffers: Sequence[Buffer]) -> int | None:
+        try:
+            # trio keeps its sockets non-blocking: this never waits
+            return os.writev(self.stream.socket.fileno(), buffers[:IOV_MAX])
+        except BlockingIOError:
+            return 0
 
     async def send_buffers(self, buffers: Sequence[Buffer]) -> None:
         sock = self.stream.socket

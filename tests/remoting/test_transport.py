@@ -145,3 +145,30 @@ def test_closing_a_channel_drops_its_queued_mmap_slices(tmp_path):
     view.release()
     channel.close()
     mapping.close()    # BufferError while a queued slice still exports the mapping
+
+
+async def test_answers_are_written_at_once_and_what_the_socket_refuses_goes_through_the_writer_in_order():
+    left, right = trio.socket.socketpair()
+    left.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    channel = Channel(SocketPeerStream(trio.SocketStream(left), "peer:1", "local:2"))
+    # no writer task yet: an answer the socket has room for is on the wire when send_response returns
+    channel.send_response(_pull_answer(b"x" * 100))
+    assert channel._outbound_bytes == 0
+    first = encode_command(_pull_answer(b"x" * 100))
+    # far more than the socket holds: the rest waits for the writer, still in order
+    answers = [RemotingCommand(code=0, opaque=i, flag=1, remark=None, ext_fields={}, body=bytes([i]) * 100_000)
+               for i in range(1, 21)]
+    expected = first + b"".join(encode_command(a) for a in answers)
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(channel.run, None)
+            for a in answers:
+                channel.send_response(a)
+            assert channel._outbound_bytes > 0
+            received = bytearray()
+            while len(received) < len(expected):
+                received.extend(await right.recv(65536))
+            channel.close()
+            nursery.cancel_scope.cancel()
+    assert bytes(received) == expected
+    right.close()
