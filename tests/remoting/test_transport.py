@@ -103,6 +103,16 @@ def _pull_answer(body) -> RemotingCommand:
                            ext_fields={"nextBeginOffset": "3", "minOffset": "0", "maxOffset": "3"}, body=body)
 
 
+async def _receive_then_close(sock, size: int, channel: Channel, nursery: trio.Nursery) -> bytes:
+    """``size`` bytes read from ``sock``, then the channel closed and its tasks cancelled."""
+    received = bytearray()
+    while len(received) < size:
+        received.extend(await sock.recv(65536))
+    channel.close()
+    nursery.cancel_scope.cancel()
+    return bytes(received)
+
+
 async def test_pull_answer_on_the_wire_equals_the_joined_frame(tmp_path):
     # memoryviews of a mapped file, as the store hands them to the pull processor
     path = tmp_path / "commitlog"
@@ -119,12 +129,8 @@ async def test_pull_answer_on_the_wire_equals_the_joined_frame(tmp_path):
             nursery.start_soon(channel.run, None)
             channel.send_response(_pull_answer(records))
             channel.send_response(_pull_answer(records))
-            received = bytearray()
-            while len(received) < len(expected):
-                received.extend(await right.recv(65536))
-            channel.close()
-            nursery.cancel_scope.cancel()
-    assert bytes(received) == expected
+            received = await _receive_then_close(right, len(expected), channel, nursery)
+    assert received == expected
     del records
     view.release()
     mapping.close()
@@ -165,10 +171,6 @@ async def test_answers_are_written_at_once_and_what_the_socket_refuses_goes_thro
             for a in answers:
                 channel.send_response(a)
             assert channel._outbound_bytes > 0
-            received = bytearray()
-            while len(received) < len(expected):
-                received.extend(await right.recv(65536))
-            channel.close()
-            nursery.cancel_scope.cancel()
-    assert bytes(received) == expected
+            received = await _receive_then_close(right, len(expected), channel, nursery)
+    assert received == expected
     right.close()
