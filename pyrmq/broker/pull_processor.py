@@ -228,19 +228,17 @@ class PullRequestHoldService:
         self._held: dict[tuple[str, int], dict[int, _HeldPull]] = {}
         self._deadlines: list[tuple[float, int, tuple[str, int]]] = []   # (deadline, seq, key)
         self._seq = 0
-        self._count = 0          # pulls in _held
         self._ready: list[_HeldPull] = []
         self._wake = trio.Event()
         # held pulls answered because a matching message arrived (statistics, tests)
         self.wakeups = 0
 
     def statistics(self) -> dict[str, int]:
-        return {"held": self._count, "wakeups": self.wakeups}
+        return {"held": sum(len(v) for v in self._held.values()), "wakeups": self.wakeups}
 
     def suspend(self, key: tuple[str, int], held: _HeldPull) -> None:
         self._seq += 1
         self._held.setdefault(key, {})[self._seq] = held
-        self._count += 1
         heapq.heappush(self._deadlines, (held.deadline, self._seq, key))
 
     def dispatch(self, request: RecordInfo) -> None:
@@ -256,7 +254,6 @@ class PullRequestHoldService:
         if woken:
             for seq in woken:
                 self._ready.append(held.pop(seq))
-            self._count -= len(woken)
             if not held:
                 del self._held[key]
             self._wake.set()
@@ -292,7 +289,6 @@ class PullRequestHoldService:
             pull = None if held is None else held.pop(seq, None)
             if pull is None:
                 continue   # answered by an arrival, or dropped with its connection
-            self._count -= 1
             if not held:
                 del self._held[key]
             self._answer(pull)
@@ -303,10 +299,9 @@ class PullRequestHoldService:
             closed = [seq for seq, pull in held.items() if pull.channel.closed]
             for seq in closed:
                 del held[seq]
-            self._count -= len(closed)
             if not held:
                 del self._held[key]
-        if len(self._deadlines) > 2 * self._count + 1024:
+        if len(self._deadlines) > 2 * self.statistics()["held"] + 1024:
             self._deadlines = [(pull.deadline, seq, key) for key, held in self._held.items()
                                for seq, pull in held.items()]
             heapq.heapify(self._deadlines)
@@ -329,7 +324,7 @@ class PullRequestHoldService:
     def wake_all(self) -> None:
         """Answer every held pull now (shutdown)."""
         held, self._held = self._held, {}
-        self._deadlines, self._count = [], 0
+        self._deadlines = []
         ready, self._ready = self._ready, []
         for pull in ready + [p for pulls in held.values() for p in pulls.values()]:
             self._answer(pull)

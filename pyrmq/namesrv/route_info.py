@@ -170,30 +170,31 @@ class RouteInfoManager:
         live = self.broker_live_table.get(broker_addr)
         return live is None or live.data_version != (data_version or {})
 
-    def _queue_data(self, broker_name: str, read_queue_nums: int, write_queue_nums: int, perm: int,
-                    topic_sys_flag: int) -> QueueData:
+    def _queue_data(self, broker_name: str, read_queue_nums: Any, write_queue_nums: Any, perm: Any,
+                    topic_sys_flag: Any) -> QueueData:
+        """The interned queue data of these members, as registered (converted with int() as Java
+        parses them only when the combination is new; then interned under both forms)."""
         key = (broker_name, read_queue_nums, write_queue_nums, perm, topic_sys_flag)
         queue_data = self._queue_datas.get(key)
         if queue_data is None:
             if len(self._queue_datas) >= MAX_INTERNED_QUEUE_DATAS:
                 self._queue_datas.clear()
-            queue_data = self._queue_datas[key] = QueueData(*key)
+            converted = QueueData(broker_name, int(read_queue_nums), int(write_queue_nums), int(perm),
+                                  int(topic_sys_flag))
+            queue_data = self._queue_datas.setdefault(
+                (broker_name, converted.read_queue_nums, converted.write_queue_nums, converted.perm,
+                 converted.topic_sys_flag), converted)
+            self._queue_datas[key] = queue_data
         return queue_data
 
     def _update_queue_datas(self, broker_name: str, topic_config_table: dict[str, dict[str, Any]]) -> None:
         """Each topic's queue data of ``broker_name`` from its registered topic configs."""
         table = self.topic_queue_table
-        interned = self._queue_datas
         for topic_config in topic_config_table.values():
             topic = topic_config["topicName"]
-            # the members as registered look the interned object up; only a new combination
-            # is converted (int() as Java's parse) and interned under both keys
-            raw = (broker_name, topic_config.get("readQueueNums", 0), topic_config.get("writeQueueNums", 0),
-                   topic_config.get("perm", 6), topic_config.get("topicSysFlag", 0))
-            queue_data = interned.get(raw)
-            if queue_data is None:
-                queue_data = self._queue_data(broker_name, int(raw[1]), int(raw[2]), int(raw[3]), int(raw[4]))
-                interned[raw] = queue_data
+            queue_data = self._queue_data(broker_name, topic_config.get("readQueueNums", 0),
+                                          topic_config.get("writeQueueNums", 0), topic_config.get("perm", 6),
+                                          topic_config.get("topicSysFlag", 0))
             queues = table.get(topic)
             if queues is None:
                 queues = table[topic] = {}

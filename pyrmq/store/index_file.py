@@ -42,7 +42,14 @@ ITEMS_RESERVE_CHUNK = 1024 * 1024
 
 def index_key_hash(key: str) -> int:
     """``abs(key.hashCode())``, 0 when that is still negative (hashCode was Integer.MIN_VALUE)."""
-    h = abs(java_string_hash(key))
+    return _abs_index_hash(java_string_hash(key) & 0xFFFF_FFFF)
+
+
+def _abs_index_hash(h: int) -> int:
+    """Java's ``Math.abs`` of the int32 whose bits are ``h``; 0 for Integer.MIN_VALUE (whose abs
+    stays negative: the index files hold 0 then)."""
+    if h & 0x8000_0000:
+        h = 0x1_0000_0000 - h
     return h if h <= INT32_MAX else 0
 
 
@@ -68,11 +75,8 @@ def topic_key_hash(topic: str, key: str) -> int:
     if not tail.isascii():
         return index_key_hash(f"{topic}#{key}")
     n = len(tail)
-    h = (_head_hash(f"{topic}#{key[:split]}") * _TAIL_SHIFTS[n]
-         + sum(map(operator.mul, tail.encode(), _TAIL_WEIGHTS[_TAIL - n:]))) & 0xFFFF_FFFF
-    if h & 0x8000_0000:   # signed int32, then abs as Java's Math.abs
-        h = 0x1_0000_0000 - h
-    return h if h <= INT32_MAX else 0
+    return _abs_index_hash((_head_hash(f"{topic}#{key[:split]}") * _TAIL_SHIFTS[n]
+                            + sum(map(operator.mul, tail.encode(), _TAIL_WEIGHTS[_TAIL - n:]))) & 0xFFFF_FFFF)
 
 
 class IndexFile(FixedMapping):
