@@ -364,6 +364,8 @@ class BrokerController:
                     nursery.start_soon(self.store_clean_task.run)
                     nursery.start_soon(self.pull_processor.hold_service.run)
                     nursery.start_soon(self._housekeeping)
+                    if self.store.index_rebuild is not None:
+                        nursery.start_soon(self._rebuild_index)
                     nursery.start_soon(self.accumulation_alarm.run)
                     nursery.start_soon(self.stats.run)
                     if self.metrics is not None:
@@ -435,6 +437,19 @@ class BrokerController:
 
     async def wait_stopped(self) -> None:
         await self._stopped.wait()
+
+    async def _rebuild_index(self) -> None:
+        """After a crash, index the records the message index lacks, a slice at a time between
+        the requests (the store listened without waiting for it)."""
+        store = self.store
+        guard = ServiceGuard("message index rebuild", log)
+        while store.index_rebuild is not None:
+            going = False
+            with guard.round():
+                store.rebuild_index_step()
+                going = store.index_rebuild is None or store.index_rebuild.failure is None
+            # a file that cannot be created (or a bug): tried again once a second, as a stalled dispatch
+            await trio.sleep(0 if going else 1.0)
 
     async def _housekeeping(self) -> None:
         last_scan = last_filter_persist = trio.current_time()

@@ -249,8 +249,9 @@ class CleanService:
             if boundary is not None and mf.file_from_offset + mf.file_size > boundary.phy_offset:
                 self._log_holder(mf, boundary)
                 break
-            if mf.file_from_offset + mf.file_size > self.store.reput.reput_from_offset:
-                break   # not dispatched yet: the reput walks it on the event loop (a lagging slave)
+            if mf.file_from_offset + mf.file_size > self.store.dispatched_until():
+                break   # not dispatched yet: the reput walks it on the event loop (a lagging slave,
+                # the index rebuild after a crash)
             if not mfq.delete_first_file(mf):
                 break
             log.info("deleted commit log file %s", mf.file_name)

@@ -145,8 +145,8 @@ class ReputService:
         self.failure: DispatchError | None = None   # why the pipeline is stalled, None when it is not
         self.stalls = 0   # statistics: times a dispatcher could not take a record
 
-    def add_dispatcher(self, dispatcher: CommitLogDispatcher) -> None:
-        self.dispatchers.append(dispatcher)
+    def add_dispatcher(self, dispatcher: CommitLogDispatcher, first: bool = False) -> None:
+        self.dispatchers.insert(0 if first else len(self.dispatchers), dispatcher)
         self._dispatch_calls = tuple(d.dispatch for d in self.dispatchers)
 
     def remove_dispatcher(self, dispatcher: CommitLogDispatcher) -> None:
@@ -189,16 +189,18 @@ class ReputService:
         self.do_reput()
         return self.failure is None
 
-    def do_reput(self, check_crc: bool = False) -> WalkEnd:
-        """Walk and dispatch the stored records from ``reput_from_offset`` to the end.
+    def do_reput(self, check_crc: bool = False, until: int | None = None, budget: int | None = None) -> WalkEnd:
+        """Walk and dispatch the stored records from ``reput_from_offset`` to the end, or to
+        ``until`` (a record start), at most ``budget`` records.
 
         Returns why it stopped: END_OF_DATA when caught up, INCOMPLETE when the last record is
-        not whole yet (a slave waiting for the rest) or a dispatcher could not take it (then
-        ``failure`` says why), INVALID at a record that is not valid (with ``check_crc``, a body
-        whose CRC does not match); ``reput_from_offset`` is then the offset of that record.
+        not whole yet (a slave waiting for the rest), a dispatcher could not take it (then
+        ``failure`` says why) or the budget ran out, INVALID at a record that is not valid (with
+        ``check_crc``, a body whose CRC does not match); ``reput_from_offset`` is then the offset
+        of that record.
         """
         try:
-            end = self._walk(check_crc)
+            end = self._walk(check_crc, until, budget)
         except DispatchError as e:
             self._stall(e)
             return WalkEnd.INCOMPLETE
@@ -207,23 +209,31 @@ class ReputService:
             self.failure = None
         return end
 
-    def _walk(self, check_crc: bool) -> WalkEnd:
+    def _walk(self, check_crc: bool, until: int | None, budget: int | None) -> WalkEnd:
         commit_log = self.commit_log
         mfq = commit_log.mapped_file_queue
         calls = self._dispatch_calls
         offset = max(self.reput_from_offset, commit_log.min_offset)
         self.reput_from_offset = max(offset, 0)
-        while offset < commit_log.max_offset:
+        end_offset = commit_log.max_offset if until is None else min(until, commit_log.max_offset)
+        while offset < end_offset:
             mf = mfq.find_mapped_file_by_offset(offset)
             if mf is None:
                 log.error("reput: no commit log file holds offset %d", offset)
                 return WalkEnd.INVALID
-            walker = RecordWalker(mf.view, offset - mf.file_from_offset, mf.wrote_position,
+            walker = RecordWalker(mf.view, offset - mf.file_from_offset,
+                                  min(mf.wrote_position, end_offset - mf.file_from_offset),
                                   file_from_offset=mf.file_from_offset, check_crc=check_crc)
             for request in walker:
                 for call in calls:
                     call(request)
                 self.reput_from_offset = request.commit_log_offset + request.size
+                if budget is not None:
+                    budget -= 1
+                    if budget <= 0 and self.reput_from_offset < end_offset:
+                        return WalkEnd.INCOMPLETE
+            if self.reput_from_offset >= end_offset:
+                return WalkEnd.END_OF_DATA
             end = walker.end
             if end is WalkEnd.END_OF_FILE or (end is WalkEnd.END_OF_DATA and mf.is_full()):
                 offset = mf.file_from_offset + mf.file_size
@@ -236,3 +246,51 @@ class ReputService:
             assert end is not None
             return end
         return WalkEnd.END_OF_DATA
+
+
+class IndexRebuild:
+    """Indexes, behind the live pipeline, the records a crash left out of the message index.
+
+    After a crash the index files newer than the checkpoint are dropped (they may be torn), so
+    the records from the last kept file's end on must be indexed again.  Replaying them through
+    the whole pipeline before the broker listens costs as long as the commit log is (Apache
+    replays only from the consume queues' end and so loses their keys).  Instead the index
+    dispatcher leaves the live pipeline, this walker feeds it from where the index ends, a
+    slice of records at a time, and rejoins it -- first, as before -- once it reaches the live
+    pipeline's ``reput_from_offset``; the index is then whole again.  Everything runs on the
+    event loop, so a query meanwhile finds the keys indexed so far and nothing half-written.
+    """
+
+    def __init__(self, live: ReputService, dispatcher: CommitLogDispatcher, from_offset: int) -> None:
+        self.live = live
+        self.dispatcher = dispatcher
+        live.remove_dispatcher(dispatcher)
+        self.walk = ReputService(live.commit_log)
+        self.walk.add_dispatcher(dispatcher)
+        self.walk.reput_from_offset = from_offset
+        self.done = False
+
+    @property
+    def offset(self) -> int:
+        """The commit log offset from which records are not indexed yet."""
+        return self.walk.reput_from_offset
+
+    @property
+    def failure(self) -> DispatchError | None:
+        return self.walk.failure
+
+    def step(self, budget: int | None) -> bool:
+        """Index up to ``budget`` more records (every one left: None); True once the index has
+        caught up and its dispatcher is back in the live pipeline."""
+        if self.done:
+            return True
+        live = self.live
+        end = self.walk.do_reput(until=live.reput_from_offset, budget=budget)
+        if end is WalkEnd.INVALID:   # the live replay read the same bytes, so it cannot happen
+            log.error("index rebuild gives up at commit log offset %d: the keys of the records from "
+                      "there to %d are not indexed", self.walk.reput_from_offset, live.reput_from_offset)
+        elif self.walk.reput_from_offset < live.reput_from_offset:
+            return False
+        live.add_dispatcher(self.dispatcher, first=True)
+        self.done = True
+        return True

@@ -39,6 +39,7 @@ from pyrmq.store.dispatch import (
     ConsumeQueueDispatcher,
     ConsumeQueueExtDispatcher,
     IndexDispatcher,
+    IndexRebuild,
     ReputService,
 )
 from pyrmq.store.index_service import IndexService
@@ -76,6 +77,8 @@ _TRANSACTION_MASK = MessageSysFlag.TRANSACTION_MASK
 # records of these transaction types get a consume queue unit (the others are half/rollback)
 _QUEUED_TYPES = (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE)
 MAX_PROPERTIES_BYTES = 32767
+# records per slice of the background index rebuild: a few milliseconds of the event loop
+INDEX_REBUILD_SLICE = 1000
 _CRASH_APPENDED = crash_points.armed("commitlog.appended")
 
 
@@ -94,6 +97,8 @@ class DefaultMessageStore:
         self.checkpoint: StoreCheckpoint | None = None
         self.index_service: IndexService | None = None
         self.reput = ReputService(self._commit_log)
+        # after a crash: the records the index lacks, indexed behind the live pipeline
+        self.index_rebuild: IndexRebuild | None = None
         self._cq_dispatcher: ConsumeQueueDispatcher | None = None
         self._lock = StoreLock(config.store_path_root_dir, config.lock_path())
         self._loaded = False
@@ -208,9 +213,14 @@ class DefaultMessageStore:
         replay_from = recovered.replay_from
         if not self.last_exit_ok and self.index_service is not None:
             # index files written since the index checkpoint were dropped (they may be torn):
-            # their records are indexed again, wherever the consume queues' replay starts
-            replay_from = max(min(replay_from, self.index_service.indexed_until(self._commit_log.min_offset)),
-                              self._commit_log.min_offset, 0)
+            # their records are indexed again, after the broker listens (IndexRebuild)
+            min_offset = self._commit_log.min_offset
+            indexed_until = max(self.index_service.indexed_until(min_offset), min_offset, 0)
+            if indexed_until < replay_from:
+                index_dispatcher = next(d for d in self.reput.dispatchers if isinstance(d, IndexDispatcher))
+                self.index_rebuild = IndexRebuild(self.reput, index_dispatcher, indexed_until)
+                log.info("the message index is rebuilt in the background from commit log offset %d "
+                         "(%d bytes)", indexed_until, replay_from - indexed_until)
         # the replay goes through the same pipeline as every put
         self.reput.reput_from_offset = replay_from
         end = self.reput.do_reput()
@@ -254,12 +264,40 @@ class DefaultMessageStore:
         """Load (if not yet done) and accept messages."""
         self.load()
 
+    def dispatched_until(self) -> int:
+        """The commit log offset below which every record reached every dispatcher."""
+        rebuild = self.index_rebuild
+        live = self.reput.reput_from_offset
+        return live if rebuild is None else min(live, rebuild.offset)
+
+    def rebuild_index_step(self, budget: int | None = INDEX_REBUILD_SLICE) -> bool:
+        """Index up to ``budget`` more of the records a crash left out of the index (every one
+        left: None); True when nothing is left.  The broker calls this on the event loop, as
+        every dispatch, until it is done; a file that cannot be created leaves ``index_rebuild``
+        with a ``failure``, to be retried later."""
+        rebuild = self.index_rebuild
+        if rebuild is None:
+            return True
+        if not rebuild.step(budget):
+            return False
+        self.index_rebuild = None
+        log.info("the message index is whole again")
+        return True
+
     def shutdown(self) -> None:
         """Flush everything, write the checkpoint, delete ``abort``, release the lock."""
         if not self._loaded:
             return
         self._shutdown = True
         try:
+            if self.index_rebuild is not None:
+                # a clean stop promises a whole index: the next start does not replay for it
+                log.info("finishing the index rebuild before stopping (from commit log offset %d)",
+                         self.index_rebuild.offset)
+                if not self.rebuild_index_step(None):
+                    log.error("the index rebuild failed at stop; the keys of the records from commit log "
+                              "offset %d on are not indexed", self.index_rebuild.offset)
+                    self.index_rebuild = None
             self.flush_commit_log()
             self.flush_consume_queues()
         finally:

@@ -164,6 +164,7 @@ def test_power_cut_after_the_last_fsync(tmp_path, how, seed):
         for queue_id in range(QUEUES):
             got = [(m.queue_offset, m.body) for m in queue_contents(s, queue_id)]
             assert got == by_queue[queue_id], f"queue {queue_id} after {how}"
+        assert s.rebuild_index_step(None)   # what the broker does in the background
         for i in range(0, len(kept), 7):
             found = s.query_message("TopicTest", f"key{i}", 32, 0, 2**63 - 1)
             assert len(found.buffers) == 1, f"key{i} not found after {how}"

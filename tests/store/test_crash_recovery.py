@@ -39,11 +39,46 @@ def test_abnormal_exit_reindexes_records_before_the_replay_start(tmp_path):
     crash(config)
     s = open_store(config)
     try:
+        # the store is open before the index is whole: the rebuild runs behind the live pipeline
+        assert s.get_max_offset_in_queue("TopicTest", 0) == len(res)
+        assert s.index_rebuild is not None and s.index_service.index_files == []
+        assert s.dispatched_until() == 0
+        late = s.put_message(make_msg(body=b"late", props={"KEYS": "late"}))
+        assert late.is_ok()
+        assert not s.query_message("TopicTest", "late", 32, 0, 2**63 - 1).buffers   # indexed in its turn
+        slices = 0
+        while not s.rebuild_index_step(7):   # as the broker calls it between requests
+            slices += 1
+            last = res[7 * slices - 1]   # the slice ends after its 7th record
+            assert s.dispatched_until() == last.wrote_offset + last.wrote_bytes
+        assert slices == len(res) // 7 and s.index_rebuild is None
         assert len(s.index_service.index_files) == 1
         for i in range(len(res)):
             found = s.query_message("TopicTest", f"key{i}", 32, 0, 2**63 - 1)
             assert len(found.buffers) == 1, f"key{i} not indexed after the crash"
-        assert s.get_max_offset_in_queue("TopicTest", 0) == len(res)
+        assert len(s.query_message("TopicTest", "late", 32, 0, 2**63 - 1).buffers) == 1
+        # the index dispatcher is back in the live pipeline: a new key is found at once
+        assert s.put_message(make_msg(body=b"later", props={"KEYS": "later"})).is_ok()
+        assert len(s.query_message("TopicTest", "later", 32, 0, 2**63 - 1).buffers) == 1
+    finally:
+        s.shutdown()
+
+
+def test_a_stop_during_the_index_rebuild_finishes_it(tmp_path):
+    """A clean stop promises a whole index (the next start replays nothing for it)."""
+    config, res = keyed_store(tmp_path)
+    with open(config.checkpoint_path(), "r+b") as f:
+        f.write(struct.pack(">qq", 2**62, 2**62))   # physic, logics: recover from the newest file
+    crash(config)
+    s = open_store(config)
+    assert s.index_rebuild is not None
+    assert not s.rebuild_index_step(3)
+    s.shutdown()
+    s = open_store(config)
+    try:
+        assert s.last_exit_ok and s.index_rebuild is None
+        for i in range(len(res)):
+            assert len(s.query_message("TopicTest", f"key{i}", 32, 0, 2**63 - 1).buffers) == 1, i
     finally:
         s.shutdown()
 
@@ -83,6 +118,7 @@ def test_unsized_consume_queue_and_index_files_are_dropped(tmp_path):
     try:
         assert s.get_max_offset_in_queue("TopicTest", 0) == len(res)
         assert not os.path.exists(os.path.join(config.index_dir(), "99991231235959999"))
+        assert s.rebuild_index_step(None)   # what the broker does in the background
         assert len(s.query_message("TopicTest", "key3", 32, 0, 2**63 - 1).buffers) == 1
     finally:
         s.shutdown()
