@@ -53,6 +53,8 @@ class MessageSysFlag:
     COMPRESSION_ZLIB_TYPE = 0x300
 
     TRANSACTION_MASK = 0xC
+    # the transaction types whose records get a consume queue unit (half and rollback ones do not)
+    QUEUED_TYPES = (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
 
     @staticmethod
     def transaction_value(flag: int) -> int:

@@ -89,6 +89,17 @@ class ConsumeQueueTable:
             max_phy = max(max_phy, cq.max_physic_offset)
         return max_phy
 
+    def min_end(self, keys: Collection[tuple[str, int]], default: int) -> int:
+        """The least end (offset + size of the last unit) over the queues of ``keys``; a queue
+        that does not exist or has no unit counts as ``default``."""
+        queues = self.queues
+        end = None
+        for key in keys:
+            cq = queues.get(key)
+            q_end = default if cq is None or cq.max_physic_offset < 0 else cq.max_physic_offset
+            end = q_end if end is None else min(end, q_end)
+        return default if end is None else end
+
     def estimate_max_physic_offset(self) -> int:
         """The max (offset + size) over the queues' last units, found by binary search without
         changing anything; -1 without units."""

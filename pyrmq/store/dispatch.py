@@ -37,8 +37,7 @@ log = logging.getLogger(__name__)
 
 _DELAY = MessageConst.PROPERTY_DELAY_TIME_LEVEL + "\x01"
 _TRANSACTION_MASK = MessageSysFlag.TRANSACTION_MASK
-# Half (PREPARED) and ROLLBACK records are stored but never enter a consume queue.
-_QUEUED_TYPES = (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE)
+_QUEUED_TYPES = MessageSysFlag.QUEUED_TYPES
 
 
 class CommitLogDispatcher(Protocol):

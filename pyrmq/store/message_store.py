@@ -75,7 +75,7 @@ __all__ = [
 MAX_TOPIC_LENGTH = 127  # 4.9.x broker limit (message.md §10)
 _TRANSACTION_MASK = MessageSysFlag.TRANSACTION_MASK
 # records of these transaction types get a consume queue unit (the others are half/rollback)
-_QUEUED_TYPES = (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE)
+_QUEUED_TYPES = MessageSysFlag.QUEUED_TYPES
 MAX_PROPERTIES_BYTES = 32767
 # records per slice of the background index rebuild: a few milliseconds of the event loop
 INDEX_REBUILD_SLICE = 1000
@@ -207,7 +207,7 @@ class DefaultMessageStore:
         else:
             recovered = recover_abnormally(
                 self._commit_log, checkpoint=self.checkpoint, check_crc=cfg.check_crc_on_recover,
-                estimate_cqs=queues.estimate_max_physic_offset, recover_cqs=queues.recover,
+                estimate_cqs=queues.estimate_max_physic_offset, recover_cqs=queues.recover, queue_ends=queues.min_end,
                 truncate_cqs=queues.truncate_dirty,
                 destroy_cqs=queues.destroy_all, clean_run=self._clean_run)
         replay_from = recovered.replay_from

@@ -4,9 +4,10 @@ and from where the dispatch pipeline must replay it.
 Normal recovery (clean shutdown) scans the last three CommitLog files to find the end of valid
 data; the consume queues are complete up to their own end, so replay starts there. Abnormal
 recovery (``abort`` file present) scans from the newest file whose first record is older than
-the checkpoint, and replay starts at that file (consume queues and index ignore duplicates); the
-queues that scan meets are the only ones whose tails may be torn, so only they are recovered
-unit by unit (``recover_cqs``), the rest by a binary search (consume_queue.py).
+the checkpoint; the queues that scan meets are the only ones whose tails may be torn, so only
+they are recovered unit by unit (``recover_cqs``), the rest by a binary search
+(consume_queue.py), and replay starts where the first of them ends (consume queues and index
+ignore duplicates).
 Both stop at the first invalid record and truncate everything after it, consume-queue units
 pointing beyond the end included. Recovery dispatches nothing itself: the store hands the
 replay start to its :class:`~pyrmq.store.dispatch.ReputService`, the one dispatch path.
@@ -24,6 +25,7 @@ from pyrmq.codec.message import (
     MAGIC_CODE_V1,
     MAGIC_CODE_V2,
     MAGIC_POSITION,
+    MessageSysFlag,
     RecordInfo,
     check_record,
     pickup_store_timestamp,
@@ -35,6 +37,8 @@ from pyrmq.store.mapped_file import MappedFile
 log = logging.getLogger(__name__)
 
 _INT32 = struct.Struct(">i")
+_TRANSACTION_MASK = MessageSysFlag.TRANSACTION_MASK
+_QUEUED_TYPES = MessageSysFlag.QUEUED_TYPES
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +64,8 @@ def _scan(commit_log: CommitLog, index: int, check_crc: bool,
                 pass
         else:
             for record in walker:
-                queues.add((record.topic, record.queue_id))
+                if record.sys_flag & _TRANSACTION_MASK in _QUEUED_TYPES:   # a half record has no unit
+                    queues.add((record.topic, record.queue_id))
         whole_file = walker.end is WalkEnd.END_OF_FILE or walker.position == mf.file_size
         if whole_file and index + 1 < len(files):
             index += 1
@@ -144,13 +149,16 @@ def _matched_recover_start(mf: MappedFile, min_timestamp: int) -> bool:
 
 def recover_abnormally(commit_log: CommitLog, *, check_crc: bool, checkpoint: StoreCheckpoint,
                        estimate_cqs: Callable[[], int], recover_cqs: Callable[[set[tuple[str, int]]], int],
+                       queue_ends: Callable[[set[tuple[str, int]], int], int],
                        truncate_cqs: Callable[[int], None], destroy_cqs: Callable[[], None],
                        clean_run: int) -> Recovered:
     """Recovery after a crash: replay from a file the checkpoint says was completely dispatched.
 
     ``estimate_cqs()`` is the max commit log offset the consume queues reach, read without
     changing them (where the scan must start); ``recover_cqs(queues)`` recovers them -- those in
-    ``queues``, written to since the checkpoint, unit by unit -- and returns that max for real.
+    ``queues``, written to since the checkpoint, unit by unit -- and returns that max for real;
+    ``queue_ends(queues, default)`` is then the least end of those queues (``default`` for one
+    without units).
     """
     files = commit_log.mapped_file_queue.mapped_files
     if not files:
@@ -169,11 +177,17 @@ def recover_abnormally(commit_log: CommitLog, *, check_crc: bool, checkpoint: St
     touched: set[tuple[str, int]] = set()
     process_offset = _scan(commit_log, index, check_crc, touched)
     max_phy_offset_of_cq = recover_cqs(touched)
-    earlier = _scan_start(commit_log, index, min(start, max_phy_offset_of_cq))
+    if touched:
+        # a record the scan met is missing from its queue only past that queue's end: the replay
+        # starts at the queue that ends first (after a kill -9 the page cache kept every unit,
+        # so that is near the end, not the checkpointed file); a queue without units may lack
+        # all of its records since the checkpoint; none at all (-1): everything is replayed
+        replay_point = min(max_phy_offset_of_cq, queue_ends(touched, start))
+    else:
+        replay_point = min(start, max_phy_offset_of_cq)
+    earlier = _scan_start(commit_log, index, replay_point)
     if earlier < index:   # a queue was torn shorter than its estimate: the replay starts earlier
         process_offset = _scan(commit_log, earlier, check_crc)
     _finish(commit_log, process_offset, max_phy_offset_of_cq, truncate_cqs, clean_run)
-    # consume queues that lag behind the checkpointed file are replayed from where they end
-    # (no consume queue at all: -1, so everything is replayed)
-    replay_from = _replay_start(commit_log, min(start, max_phy_offset_of_cq), process_offset)
+    replay_from = _replay_start(commit_log, replay_point, process_offset)
     return Recovered(process_offset, replay_from)

@@ -9,7 +9,7 @@ import struct
 import pytest
 
 from pyrmq.codec.message import decode_messages
-from pyrmq.store.message_store import GetMessageStatus
+from pyrmq.store.message_store import DefaultMessageStore, GetMessageStatus
 from store_helpers import make_msg, open_store, small_config
 
 N = 6
@@ -333,3 +333,53 @@ def test_consume_queue_ending_inside_a_record_does_not_stall_dispatch(pristine, 
         f.seek(20 * (N - 1))
         f.write(struct.pack(">qiq", last.wrote_offset - results[0].wrote_bytes, results[0].wrote_bytes + 7, 0))
     assert_a_send_after_recovery_is_kept(config)
+
+
+class _Counter:
+    """A dispatcher that counts the records the replay hands it."""
+
+    def __init__(self):
+        self.offsets = []
+
+    def dispatch(self, request):
+        self.offsets.append(request.commit_log_offset)
+
+
+def _start_counting(config):
+    s = DefaultMessageStore(config)
+    counter = _Counter()
+    s.add_dispatcher(counter)
+    s.start()
+    return s, counter
+
+
+@pytest.mark.parametrize("torn_queue", [None, 1])
+def test_crash_replay_starts_where_the_first_queue_ends(tmp_path, torn_queue):
+    """After a kill -9 the page cache kept every consume queue unit: the replay starts at the end
+    of the queue that ends first, not at the checkpointed file (whose records are all in their
+    queues already). A queue torn shorter is replayed from its own end, before that file."""
+    config = small_config(tmp_path / "s")
+    s = open_store(config)
+    res = [s.put_message(make_msg(body=bytes(200), queue_id=i % 3)).append_result for i in range(60)]
+    s.shutdown()
+    assert len(os.listdir(config.commit_log_dir())) >= 4
+    if torn_queue is not None:
+        s = open_store(config)
+        s.find_consume_queue("TopicTest", torn_queue).truncate_dirty_logic_files(res[10].wrote_offset)
+        s.shutdown()
+    with open(config.checkpoint_path(), "r+b") as f:
+        f.write(struct.pack(">qq", 2**62, 2**62))   # recovery starts at the newest file
+    crash(config)
+    s, counter = _start_counting(config)
+    try:
+        if torn_queue is None:
+            # queue 0 ends first: only the records of queues 1 and 2 after it are replayed
+            assert counter.offsets == [res[58].wrote_offset, res[59].wrote_offset]
+        else:
+            # queue 1 kept the units of records 1, 4, 7: the replay starts right after record 7
+            assert counter.offsets == [r.wrote_offset for r in res[8:]]
+        assert [s.get_max_offset_in_queue("TopicTest", q) for q in range(3)] == [20, 20, 20]
+        for q in range(3):
+            assert [m.queue_offset for m in all_messages(s, queue_id=q)] == list(range(20))
+    finally:
+        s.shutdown()
