@@ -168,6 +168,19 @@ class FixedMapping:
     def mapped(self) -> bool:
         return not self.mm.closed
 
+    def release_pages(self, start: int, end: int) -> None:
+        """Take the pages of ``[start, end)`` (page-aligned inward) out of this process's page
+        tables (MADV_DONTNEED on a shared file mapping): they stay in the page cache -- a dirty
+        one is still written back -- and a later read maps them again with a minor fault.
+        Nothing when the file was unmapped meanwhile (the clean service, another thread)."""
+        start, end = page_ceil(start), page_floor(min(end, self.file_size))
+        if end <= start:
+            return
+        try:
+            self.mm.madvise(mmap.MADV_DONTNEED, start, end - start)
+        except ValueError:   # closed
+            pass
+
     def destroy(self) -> None:
         self.close()
         _unlink_quietly(self.path)

@@ -203,3 +203,46 @@ def test_properties_kept_verbatim(store):
     assert m.keys == "k1 k2" and m.tags == "TagA"
     assert m.properties == string_to_properties(make_msg(props={"KEYS": "k1 k2", "UNIQ_KEY": "ABC"}).properties_string)
     assert m.store_host == STORE_HOST
+
+
+def _mapped_rss_kib(path: str) -> int:
+    """Resident KiB of this process's mappings of ``path`` (/proc/self/smaps)."""
+    total, inside = 0, False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            if line[0] in "0123456789abcdef" and "-" in line.split()[0]:
+                inside = line.rstrip().endswith(path)
+            elif inside and line.startswith("Rss:"):
+                total += int(line.split()[1])
+    return total
+
+
+def test_flushed_pages_far_behind_leave_the_mapping_not_the_file(tmp_path):
+    """The commit log pages more than RELEASE_BEHIND behind the flushed end are taken out of the
+    process's page tables: the resident size stops growing with what was written, and every
+    record still reads back whole (from the page cache)."""
+    from pyrmq.store.commit_log import RELEASE_BEHIND, RELEASE_STEP
+
+    config = small_config(tmp_path / "s", mapped_file_size_commit_log=64 * 1024 * 1024)
+    store = open_store(config)
+    try:
+        body = bytes(range(256)) * 16   # 4 KiB
+        results = [store.put_message(make_msg(body=body, queue_id=i % 4)).append_result for i in range(12_000)]
+        path = os.path.join(config.commit_log_dir(), "00000000000000000000")
+        written = results[-1].wrote_offset + results[-1].wrote_bytes
+        assert written > 3 * RELEASE_BEHIND
+        assert _mapped_rss_kib(path) * 1024 >= written - 4096     # every page written is mapped
+        store.flush_commit_log()
+        # the last RELEASE_BEHIND stays (and what the writer's faults mapped around its end)
+        assert _mapped_rss_kib(path) * 1024 <= RELEASE_BEHIND + RELEASE_STEP
+        for q in range(4):
+            r = store.get_message("g", "TopicTest", q, 0, 32, None)
+            got = [m.body for m in decode_messages(b"".join(r.buffers))]
+            assert got and got == [body] * len(got)
+        assert [store.get_message("g", "TopicTest", q, 2999, 1, None).status for q in range(4)] == \
+            [GetMessageStatus.FOUND] * 4
+    finally:
+        store.shutdown()
+    with open(path, "rb") as f:   # on disk too
+        f.seek(results[5].wrote_offset)
+        assert decode_message(f.read(results[5].wrote_bytes))[0].body == body
