@@ -1,8 +1,14 @@
 """Flushing the store to disk from worker threads.
 
-SYNC_FLUSH: senders await ``wait_flushed`` for the group commit that covers their record -- one
-msync for every send that arrived meanwhile -- and are answered FLUSH_DISK_TIMEOUT after
-``syncFlushTimeout`` (a deadline on trio's clock).
+SYNC_FLUSH: a send waits for the group commit that covers its record -- one fdatasync for every
+send that arrived meanwhile -- and is answered FLUSH_DISK_TIMEOUT after ``syncFlushTimeout`` (a
+deadline on trio's clock).  A plain send leaves a ticket (``answer_when_flushed``): no task, no
+cancel scope, no event of its own; the group commit answers the tickets it covers together, and
+as records are appended in order, tickets are in order of offset and of deadline both, so
+releasing and expiring them only looks at the head of one deque.  A send that also waits for
+something else (a slave, a topic being written) awaits ``wait_flushed`` in a task of its own.
+As Apache's GroupCommitService, a flush also runs every ``GROUP_COMMIT_IDLE_S`` while records
+are unflushed and nobody waits (sends that did not ask to wait).
 ASYNC_FLUSH: the commit log is flushed every ``flushIntervalCommitLog`` ms once
 ``flushCommitLogLeastPages`` pages are dirty, everything at least every
 ``flushCommitLogThoroughInterval`` ms.  Either way the consume queues are flushed every
@@ -13,11 +19,16 @@ ASYNC_FLUSH: the commit log is flushed every ``flushIntervalCommitLog`` ms once
 from __future__ import annotations
 
 import logging
+from collections import deque
+from dataclasses import dataclass
 from typing import Callable
 import trio
 
+from pyrmq.codec.codes import ResponseCode
+from pyrmq.codec.remoting import RemotingCommand
 from pyrmq.common.guard import ServiceGuard
 from pyrmq.common.offset_waiters import OffsetWaiters
+from pyrmq.remoting.channel import Channel
 from pyrmq.store.message_store import DefaultMessageStore, FlushDiskType, MessageStoreConfig
 
 log = logging.getLogger(__name__)
@@ -25,6 +36,19 @@ log = logging.getLogger(__name__)
 # After a failed group commit (EIO, ENOSPC on a file system that allocates at writeback), the
 # waiting sends are flushed again this often until their syncFlushTimeout.
 FLUSH_RETRY_S = 0.05
+# A flush at least this often while records are unflushed (Apache's GroupCommitService waits 10 ms).
+GROUP_COMMIT_IDLE_S = 0.01
+
+
+@dataclass(slots=True)
+class _Ticket:
+    """A send answered once the commit log is flushed past ``next_offset``."""
+
+    next_offset: int
+    deadline: float            # trio clock
+    channel: Channel
+    request: RemotingCommand
+    ext: dict[str, str]
 
 
 class _LeastPages:
@@ -49,13 +73,29 @@ class FlushService:
         self.store = store
         self.config = config
         self._waiters = OffsetWaiters()
+        self._tickets: deque[_Ticket] = deque()
+        self._ticket_added = trio.Event()   # the expiry task sleeps on it while there is none
         self._wake = trio.Event()
         self.group_commits = 0
 
     @property
     def pending_waiters(self) -> int:
         """Sends still waiting for their group commit (a graceful stop waits for none)."""
-        return self._waiters.pending
+        return self._waiters.pending + len(self._tickets)
+
+    def answer_when_flushed(self, channel: Channel, request: RemotingCommand, ext: dict[str, str],
+                            next_offset: int) -> RemotingCommand | None:
+        """SEND_OK for ``request`` once the commit log is flushed past ``next_offset``: now when it
+        is, else None and the group commit answers on ``channel`` (FLUSH_DISK_TIMEOUT after
+        syncFlushTimeout). Called on the loop right after the append, so offsets only grow."""
+        if self._waiters.reached >= next_offset:
+            return request.response(ResponseCode.SUCCESS, ext_fields=ext)
+        if not self._tickets:
+            self._ticket_added.set()
+        self._tickets.append(_Ticket(next_offset, trio.current_time() + self.config.sync_flush_timeout / 1000,
+                                     channel, request, ext))
+        self._wake.set()
+        return None
 
     async def wait_flushed(self, next_offset: int) -> bool:
         """True once the commit log is flushed past ``next_offset``; False after syncFlushTimeout."""
@@ -69,31 +109,66 @@ class FlushService:
         async with trio.open_nursery() as nursery:
             if self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
                 nursery.start_soon(self._group_commit_loop)
+                nursery.start_soon(self._ticket_expiry_loop)
             else:
                 nursery.start_soon(self._periodic_commit_log_loop)
             nursery.start_soon(self._consume_queue_loop)
 
     async def _group_commit_loop(self) -> None:
         guard = ServiceGuard("group commit (SYNC_FLUSH)", log)
+        store = self.store
         while True:
-            await self._wake.wait()
+            with trio.move_on_after(GROUP_COMMIT_IDLE_S):
+                await self._wake.wait()
             self._wake = trio.Event()
+            if not self.pending_waiters and not store.unflushed_bytes():
+                continue   # idle: one comparison every GROUP_COMMIT_IDLE_S
             with guard.round():
                 await self._commit_waiters()
             # Waiters left means the flush failed: retried until each one's own deadline passes
             # (then it is answered FLUSH_DISK_TIMEOUT and gives up its place).
-            if self._waiters.pending:
+            if self.pending_waiters:
                 await trio.sleep(FLUSH_RETRY_S)
                 self._wake.set()
 
     async def _commit_waiters(self) -> None:
-        while self._waiters.pending:
-            # Everything queued until now rides on this one flush.
+        while True:
+            # Everything appended until now rides on this one flush.
             flushed = await trio.to_thread.run_sync(self.store.flush_commit_log)
             self.group_commits += 1
             self._waiters.release(flushed)
-            if self._waiters.pending:
-                await trio.sleep(0.001)
+            self._release_tickets(flushed)
+            if not self.pending_waiters:
+                return
+            await trio.sleep(0)   # the sends that arrived during the flush are appended first
+
+    def _release_tickets(self, flushed: int) -> None:
+        tickets = self._tickets
+        answers = []
+        while tickets and tickets[0].next_offset <= flushed:
+            t = tickets.popleft()
+            answers.append((t.channel, t.request.response(ResponseCode.SUCCESS, ext_fields=t.ext)))
+        if answers:
+            Channel.send_responses(answers)
+
+    async def _ticket_expiry_loop(self) -> None:
+        """Answer FLUSH_DISK_TIMEOUT to the tickets whose deadline passed (the oldest first)."""
+        while True:
+            tickets = self._tickets
+            if not tickets:
+                self._ticket_added = trio.Event()
+                await self._ticket_added.wait()
+                continue
+            await trio.sleep_until(tickets[0].deadline)
+            tickets = self._tickets
+            now = trio.current_time()
+            answers = []
+            while tickets and tickets[0].deadline <= now:
+                t = tickets.popleft()
+                log.warning("sync flush timed out at offset %d", t.next_offset)
+                answers.append((t.channel, t.request.response(ResponseCode.FLUSH_DISK_TIMEOUT, ext_fields=t.ext)))
+            if answers:
+                Channel.send_responses(answers)
 
     async def _periodic_commit_log_loop(self) -> None:
         cfg = self.config
@@ -118,5 +193,7 @@ class FlushService:
 
     def fail_waiters(self) -> None:
         """Forget every waiter (shutdown; may run in a worker thread, so no event is set here):
-        a send still waiting is answered FLUSH_DISK_TIMEOUT at its own deadline."""
+        a send still waiting is answered FLUSH_DISK_TIMEOUT at its own deadline, a ticket not at all
+        (its connection closes with the broker)."""
         self._waiters.forget_all()
+        self._tickets = deque()

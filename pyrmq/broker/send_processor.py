@@ -189,7 +189,7 @@ class SendMessageProcessor:
         self._response_fields = {"MSG_REGION": config.region_id,
                                   "TRACE_ON": "true" if config.trace_on else "false"}
 
-    def process(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | Deferred:
+    def process(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | Deferred | None:
         header = request.ext_fields or {}
         keys = _V2_KEYS if "b" in header else _V1_KEYS
         topic, queue_id, sys_flag, born_timestamp, flag = required_send_fields(header, keys)
@@ -275,8 +275,9 @@ class SendMessageProcessor:
             stored_topic = inner.topic   # a delayed message's SCHEDULE_TOPIC_XXXX, a half message's
             if recall_handle is not None:
                 return self._respond(request, result, stored_topic, queue_id, wait_store,
-                                     self.topics.created_unwritten(topic), {"recallHandle": recall_handle})
-        return self._respond(request, result, stored_topic, queue_id, wait_store, self.topics.created_unwritten(topic))
+                                     self.topics.created_unwritten(topic), {"recallHandle": recall_handle}, channel)
+        return self._respond(request, result, stored_topic, queue_id, wait_store, self.topics.created_unwritten(topic),
+                             channel=channel)
 
     def _timer(self, request: RemotingCommand, properties: dict[str, str], topic: str, queue_id: int,
                wait_value: str | None) -> tuple[str, int] | RemotingCommand | None:
@@ -343,7 +344,8 @@ class SendMessageProcessor:
 
     def _respond(self, request: RemotingCommand, result: PutMessageResult, topic: str, queue_id: int,
                  wait_store: bool, topic_unwritten: bool = False,
-                 more_ext: dict[str, str] | None = None) -> RemotingCommand | Deferred:
+                 more_ext: dict[str, str] | None = None,
+                 channel: Channel | None = None) -> RemotingCommand | Deferred | None:
         code, remark = _PUT_STATUS_RESPONSES.get(result.status, (ResponseCode.SYSTEM_ERROR, str(result.status)))
         if result.status is PutMessageStatus.SERVICE_NOT_AVAILABLE:
             # as Apache's diskUtil(): the last readings of the clean service, no statvfs here
@@ -369,6 +371,9 @@ class SendMessageProcessor:
                 replica_offset = next_offset
         if not (sync or topic_unwritten or replica_offset is not None):
             return request.response(ResponseCode.SUCCESS, ext_fields=ext)
+        if not (topic_unwritten or replica_offset is not None) and channel is not None and not request.is_oneway:
+            # only the flush to wait for: a ticket the group commit answers (None: owed till then)
+            return self.flush_service.answer_when_flushed(channel, request, ext, next_offset)
 
         # SYNC_FLUSH: SEND_OK only once the record is on disk (group commit, off the event loop);
         # SYNC_MASTER: only once a slave has it. The channel awaits the answer without holding up

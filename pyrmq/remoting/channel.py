@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+from collections.abc import Iterable
 from typing import Callable, Final, Protocol
 
 import trio
@@ -129,6 +130,22 @@ class Channel:
         """Queue an answer; an answer owed to the peer (held pull, deferred) is settled."""
         self._settle(response.opaque)
         self._send_response(response)
+
+    @staticmethod
+    def send_responses(answers: Iterable[tuple[Channel, RemotingCommand]]) -> None:
+        """``send_response`` for many answers at once (a group commit's sends): every channel's
+        answers are queued first, then written together -- one write per channel, not per answer."""
+        channels: dict[int, Channel] = {}
+        for channel, response in answers:
+            held, channel._reading_batch = channel._reading_batch, True
+            try:
+                channel.send_response(response)
+            finally:
+                channel._reading_batch = held
+            channels[id(channel)] = channel
+        for channel in channels.values():
+            if not channel._reading_batch:   # a reader mid-batch writes them after its batch
+                channel._write_now()
 
     def _send_response(self, response: RemotingCommand) -> None:
         try:

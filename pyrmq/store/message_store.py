@@ -596,6 +596,11 @@ class DefaultMessageStore:
 
     # ------------------------------------------------------------------ flush and topics
 
+    def unflushed_bytes(self) -> int:
+        """Commit log bytes appended but not flushed yet (O(1), on the loop)."""
+        commit_log = self._commit_log
+        return max(0, commit_log.committed_offset - commit_log.flushed_where)
+
     def flush_commit_log(self, least_pages: int = 0) -> int:
         """Blocking sync of the CommitLog (thread-safe against appends); returns flushed offset.
         With ``least_pages`` nothing is synced until that many pages are dirty."""

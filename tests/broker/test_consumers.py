@@ -149,22 +149,55 @@ async def test_restart_keeps_messages_offsets_and_topics(nursery, tmp_path):
         assert not (tmp_path / "store" / "abort").exists()
 
 
+async def _concurrent_sends(cluster, count):
+    results = []
+
+    async def one(i):
+        results.append(await send(cluster.client, cluster.broker_addr, "TopicSF", f"s{i}".encode()))
+
+    async with trio.open_nursery() as nursery:
+        for i in range(count):
+            nursery.start_soon(one, i)
+    return results
+
+
 @pytest.mark.parametrize("broker_overrides", [{"flushDiskType": "SYNC_FLUSH"}])
 async def test_sync_flush_acknowledges_only_flushed_data(cluster):
     with trio.fail_after(10):
-        results = []
-
-        async def one(i):
-            results.append(await send(cluster.client, cluster.broker_addr, "TopicSF", f"s{i}".encode()))
-
-        async with trio.open_nursery() as nursery:
-            for i in range(50):
-                nursery.start_soon(one, i)
+        results = await _concurrent_sends(cluster, 50)
         assert all(r.code == 0 for r in results)
+        assert sorted(int(r.ext_fields["queueOffset"]) for r in results if r.ext_fields["queueId"] == "0") == \
+            list(range(sum(r.ext_fields["queueId"] == "0" for r in results)))
         store = cluster.broker.store
         assert store.commit_log.flushed_where >= store.get_max_phy_offset()
         # group commit: far fewer flushes than sends
         assert 1 <= cluster.broker.flush_service.group_commits < 50
+        assert cluster.broker.flush_service.pending_waiters == 0
+
+
+@pytest.mark.parametrize("broker_overrides", [{"flushDiskType": "SYNC_FLUSH", "syncFlushTimeout": "300"}])
+async def test_sync_flush_timeout_and_unwaited_sends(cluster, monkeypatch):
+    """A send whose record is not flushed within syncFlushTimeout is answered FLUSH_DISK_TIMEOUT
+    (stored all the same, with its msgId); one that does not wait (WAIT=false) is answered at once
+    and flushed by the group commit within its idle interval, as Apache's GroupCommitService."""
+    store = cluster.broker.store
+    real_flush = store.flush_commit_log
+    monkeypatch.setattr(store, "flush_commit_log", lambda least_pages=0: store.commit_log.flushed_where)
+    with trio.fail_after(10):
+        started = trio.current_time()
+        results = await _concurrent_sends(cluster, 5)
+        assert trio.current_time() - started >= 0.3
+        assert [r.code for r in results] == [10] * 5   # FLUSH_DISK_TIMEOUT
+        assert all(r.ext_fields["msgId"] for r in results)
+        assert cluster.broker.flush_service.pending_waiters == 0
+        monkeypatch.setattr(store, "flush_commit_log", real_flush)
+        r = await send(cluster.client, cluster.broker_addr, "TopicSF", b"flushed")
+        assert r.code == 0
+        assert store.commit_log.flushed_where >= store.get_max_phy_offset()
+        r = await send(cluster.client, cluster.broker_addr, "TopicSF", b"no wait", extra={"WAIT": "false"})
+        assert r.code == 0
+        while store.commit_log.flushed_where < store.get_max_phy_offset():
+            await trio.sleep(0.005)
 
 
 async def test_lock_batch_mq_and_expiry(cluster):
