@@ -15,6 +15,7 @@ import itertools
 import json
 import math
 import re
+from collections.abc import Iterator
 from typing import Any, Final
 
 import orjson
@@ -307,21 +308,28 @@ def _plain_tree(value: Any) -> bool:
     float anywhere (orjson reads an integer past 64 bits as a float) and nothing nested deeper
     than MAX_DEPTH (as _check_tree counts).  Walked a level at a time, so that the members' types
     are collected in C (a registration holds tens of thousands); orjson leaves no surrogate."""
-    level = [value]
+    if type(value) is float:
+        return False
+    # ``level``: the containers at one depth; their members' types are collected without
+    # building a list of them, and only the members that are containers go on to the next level
+    # (a registration's last level is tens of thousands of scalars)
+    level = [value] if type(value) is dict or type(value) is list else []
     depth = 0
     while level:
-        if depth > MAX_DEPTH:
-            return False
-        kinds = set(map(type, level))
-        if float in kinds:
+        depth += 1
+        kinds = set(map(type, _members(level)))
+        if not kinds:   # empty containers only
+            return True
+        if depth > MAX_DEPTH or float in kinds:
             return False
         if dict not in kinds and list not in kinds:
             return True
-        level = list(itertools.chain.from_iterable(
-            node.values() if type(node) is dict else node for node in level
-            if type(node) is dict or type(node) is list))
-        depth += 1
+        level = [node for node in _members(level) if type(node) is dict or type(node) is list]
     return True
+
+
+def _members(level: list[Any]) -> Iterator[Any]:
+    return itertools.chain.from_iterable(node.values() if type(node) is dict else node for node in level)
 
 
 def loads(data: str | bytes | bytearray | memoryview) -> Any:
