@@ -8,6 +8,7 @@ import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.PullResult;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.consumer.store.ReadOffsetType;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.common.message.Message;
@@ -78,6 +79,12 @@ final class DeadLetters {
             }
         }
         reader.shutdown();
+        // The letter is readable once the broker stored it, but the failing consumer moves its
+        // retry-queue offset only when the send-back's answer reaches it: shut down before that,
+        // it would persist the old offset and the healthy consumer would get the retry message.
+        while (!letters.isEmpty() && System.currentTimeMillis() < deadline && !retryQueueDone(failing, group)) {
+            Thread.sleep(50);
+        }
         failing.shutdown();
         for (MessageExt d : letters) {
             Json.event("dlq").put("topic", d.getTopic()).put("offsetMsgId", offsetMsgId(d))
@@ -113,6 +120,18 @@ final class DeadLetters {
             healthy.shutdown();
         }
         Json.event("summary").put("dlq", letters.size()).emit();
+    }
+
+    /** Whether the consumer's offset of its retry queue is past the one retry message in it. */
+    private static boolean retryQueueDone(DefaultMQPushConsumer c, String group) {
+        var impl = c.getDefaultMQPushConsumerImpl();
+        for (MessageQueue mq : impl.getRebalanceImpl().getProcessQueueTable().keySet()) {
+            if (mq.getTopic().equals("%RETRY%" + group)
+                && impl.getOffsetStore().readOffset(mq, ReadOffsetType.READ_FROM_MEMORY) >= 1) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /** The offset msgId (store host + commit log offset); a pulled message's getMsgId() is its UNIQ_KEY. */
