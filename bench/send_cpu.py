@@ -28,7 +28,8 @@ from pathlib import Path
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH_DIR), str(BENCH_DIR.parent)]
 
-from rows.harness import BenchPyrmqServer, cpu_seconds, create_topic, server_pids  # noqa: E402
+from rows.harness import BenchPyrmqServer, cpu_seconds, server_pids  # noqa: E402
+from rows.send import create_topics  # noqa: E402
 
 from compat_tests.servers import LOOPBACK, ServerConfig, allocate_ports  # noqa: E402
 from pyrmq.codec.message_batch import BatchEntry, encode_batch  # noqa: E402
@@ -41,14 +42,20 @@ TOPIC = "SendCpu"
 FRAME_LENGTH = struct.Struct(">I")
 
 
-def java_like_frames(queues: int, size: int, batch: int) -> list[bytes]:
-    """One frame per queue: the header fields and properties the Java client 4.9.8 sends."""
+def topic_names(topics: int) -> list[str]:
+    """The topics ``create_topics`` makes: TOPIC alone, or TOPIC_0 .. TOPIC_{n-1}."""
+    return [TOPIC] if topics <= 1 else [f"{TOPIC}_{i}" for i in range(topics)]
+
+
+def java_like_frames(topics: list[str], queues: int, size: int, batch: int) -> list[bytes]:
+    """One frame per topic and queue, queue by queue across the topics (as a producer sending
+    to random topics touches them): the header fields and properties the Java client 4.9.8 sends."""
     body = os.urandom(size)
     frames = []
-    for queue_id in range(queues):
-        props = {"KEYS": f"key-{queue_id}", "UNIQ_KEY": f"7F00000100{queue_id:02X}18B4AAC2" + "0" * 12,
+    for n, (queue_id, topic) in enumerate((q, t) for q in range(queues) for t in topics):
+        props = {"KEYS": f"key-{n}", "UNIQ_KEY": f"7F00000100{queue_id:02X}18B4AAC2" + "0" * 12,
                  "WAIT": "true", "TAGS": "TagA"}
-        header = {"a": "send_cpu_pg", "b": TOPIC, "c": "TBW102", "d": "4", "e": str(queue_id), "f": "0",
+        header = {"a": "send_cpu_pg", "b": topic, "c": "TBW102", "d": "4", "e": str(queue_id), "f": "0",
                   "g": str(int(time.time() * 1000)), "h": "0", "i": properties_to_string(props), "j": "0",
                   "k": "false", "m": "false"}
         payload = body
@@ -157,6 +164,7 @@ def main() -> int:
     parser.add_argument("--window", type=int, default=64, help="sends in flight per connection")
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--queues", type=int, default=8)
+    parser.add_argument("--topics", type=int, default=1, help="topics the sends spread over (the many-topics row: 1000)")
     parser.add_argument("--batch", type=int, default=0, help="messages per SEND_BATCH_MESSAGE (0: single sends)")
     parser.add_argument("--broker-conf", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--profile", type=Path, help="write py-spy's hottest functions here")
@@ -169,8 +177,8 @@ def main() -> int:
         server = BenchPyrmqServer(config, extra)
         server.start()
         try:
-            create_topic(server, TOPIC, args.queues)
-            frames = java_like_frames(args.queues, args.size, args.batch)
+            create_topics(server, TOPIC, args.topics, args.queues)
+            frames = java_like_frames(topic_names(args.topics), args.queues, args.size, args.batch)
             senders = [Sender((LOOPBACK, config.ports.listen), frames, args.window)
                        for _ in range(args.connections)]
             for s in senders:

@@ -13,11 +13,13 @@ ASYNC_FLUSH: the commit log is flushed every ``flushIntervalCommitLog`` ms once
 ``flushCommitLogLeastPages`` pages are dirty, everything at least every
 ``flushCommitLogThoroughInterval`` ms.  Either way the consume queues are flushed every
 ``flushIntervalConsumeQueue`` ms (``flushConsumeQueueLeastPages`` /
-``flushConsumeQueueThoroughInterval`` alike).  fsync never runs on the event loop.
+``flushConsumeQueueThoroughInterval`` alike), with the full index files; the index file being
+written is synced at a clean stop, as in Apache.  fsync never runs on the event loop.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import deque
 from dataclasses import dataclass
@@ -177,7 +179,8 @@ class FlushService:
 
     async def _consume_queue_loop(self) -> None:
         cfg = self.config
-        await self._periodic_flush("consume queue flush", self.store.flush_consume_queues,
+        await self._periodic_flush("consume queue flush",
+                                   functools.partial(self.store.flush_consume_queues, whole_index=False),
                                    cfg.flush_interval_consume_queue, cfg.flush_consume_queue_least_pages,
                                    cfg.flush_consume_queue_thorough_interval)
 

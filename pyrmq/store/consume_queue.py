@@ -387,6 +387,11 @@ class ConsumeQueue:
 
     # ------------------------------------------------------------------ lifecycle
 
+    def file_queues(self) -> tuple[MappedFileQueue, ...]:
+        """Its files, the ext's first (a unit may point into the ext: synced before the unit)."""
+        mfq = self.mapped_file_queue
+        return (mfq,) if self.ext is None else (self.ext.mapped_file_queue, mfq)
+
     def flush(self, least_pages: int = 0) -> int:
         if self.ext is not None:
             self.ext.flush(least_pages)

@@ -11,12 +11,15 @@ from typing import Collection, Iterator
 from pyrmq.codec.store_formats import CQ_STORE_UNIT_SIZE
 from pyrmq.store.consume_queue import ConsumeQueue
 from pyrmq.store.consume_queue_ext import ConsumeQueueExt
+from pyrmq.store.mapped_file import sync_file_system
 from pyrmq.store.model import MessageStoreConfig, StoreError
 
 log = logging.getLogger(__name__)
 
 # Topic names become directory names: nothing outside RocketMQ's charset ever reaches a path.
 VALID_TOPIC = re.compile(r"[%|a-zA-Z0-9_-]{1,255}")
+# From this many consume queue files due in one flush round, one syncfs replaces their fdatasyncs.
+SYNCFS_MIN_FILES = 64
 
 
 class ConsumeQueueTable:
@@ -148,8 +151,27 @@ class ConsumeQueueTable:
         return dropped
 
     def flush(self, least_pages: int = 0) -> None:
-        for cq in list(self.queues.values()):
-            cq.flush(least_pages)
+        """Sync the queues with ``least_pages`` dirty pages (all with something unsynced for 0).
+
+        Each queue file is synced alone while few are due. A thorough round on a broker with
+        thousands of queues would commit the file system's journal once per file, 8,000 times
+        for 1,000 topics of 8 queues, stalling the writers that fault pages in meanwhile: from
+        ``SYNCFS_MIN_FILES`` files on, one ``syncfs`` of the store's file system syncs them all
+        (files on another file system, a mount under the store, are still synced alone).
+        """
+        queues = [mfq for cq in list(self.queues.values()) for mfq in cq.file_queues()]
+        plans = [plan for mfq in queues if (plan := mfq.flush_plan(least_pages)) is not None]
+        if sum(len(plan.files) for plan in plans) >= SYNCFS_MIN_FILES:
+            synced_dev = sync_file_system(self.config.consume_queue_dir())
+            if synced_dev is not None:
+                for plan in plans:
+                    if all(mf.st_dev == synced_dev for mf in plan.files):
+                        plan.queue.flushed_by(plan)
+                    else:
+                        plan.queue.flush(least_pages)
+                return
+        for plan in plans:   # ext before queue, as ConsumeQueue.flush: units point into the ext
+            plan.queue.flush(least_pages)
 
     def close(self) -> None:
         for cq in self.queues.values():

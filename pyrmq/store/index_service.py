@@ -97,10 +97,15 @@ class IndexService:
         files = self.index_files
         return files[-1].end_phy_offset if files else min_phy_offset
 
-    def flush(self) -> None:
-        """Sync full files not yet synced (then record them in the checkpoint) and the last file.
+    def flush(self, *, last_file: bool = True) -> None:
+        """Sync full files not yet synced (then record them in the checkpoint) and, with
+        ``last_file``, the file being written.
 
-        Blocking; runs in a worker thread. The caller flushes the checkpoint afterwards.
+        The periodic flush leaves that file out, as Apache does (it syncs an index file when the
+        file is full): it ends past the checkpoint, so recovery after a crash drops it and indexes
+        its records again, and syncing it every round would only write back hash slots scattered
+        over the file -- and stall the loop writing into pages under writeback. A clean stop
+        syncs it. Blocking; runs in a worker thread. The caller flushes the checkpoint afterwards.
         """
         with self._flush_lock:
             while self._full_unflushed:
@@ -109,7 +114,7 @@ class IndexService:
                 self.checkpoint.index_msg_timestamp = max(self.checkpoint.index_msg_timestamp,
                                                           f.end_timestamp)
             files = self.index_files
-            if files:
+            if files and last_file:
                 files[-1].flush()
 
     def close(self) -> None:

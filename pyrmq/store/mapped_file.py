@@ -18,16 +18,18 @@ pages that hold something (:meth:`MappedFile.zero_dirty_tail`), so it runs on a 
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import logging
 import mmap
 import os
+from typing import Callable
 
 from pyrmq.codec.commit_log_walk import FILE_NAME_DIGITS, offset_to_file_name
 from pyrmq.store import crash_points
 from pyrmq.store.model import StoreError
 
-__all__ = ["FILE_NAME_DIGITS", "OS_PAGE_SIZE", "FixedMapping", "MappedFile", "offset_to_file_name"]
+__all__ = ["FILE_NAME_DIGITS", "OS_PAGE_SIZE", "FixedMapping", "MappedFile", "offset_to_file_name", "sync_file_system"]
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +46,36 @@ _ZEROS = bytes(_SCAN_CHUNK)
 # queue (20-byte units) reserves once per 3,276 units and an idle one holds 64 KiB of disk.
 DEFAULT_RESERVE_CHUNK = 64 * 1024
 _no_fallocate_warned: set[str] = set()
+
+
+def _syncfs() -> Callable[[int], int] | None:
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).syncfs   # glibc >= 2.14; a CDLL call releases the GIL
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_SYNCFS = _syncfs()
+
+
+def sync_file_system(directory: str) -> int | None:
+    """Write back every dirty page of the file system holding ``directory`` (Linux ``syncfs``:
+    one journal commit, where an fdatasync per file commits once per file); returns that file
+    system's device number, or None when ``syncfs`` is not available. Blocking: a worker thread.
+    Raises OSError when the write-back failed."""
+    if _SYNCFS is None:
+        return None
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        if _SYNCFS(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"syncfs of {directory}: {os.strerror(err)}")
+        return os.fstat(fd).st_dev
+    finally:
+        os.close(fd)
 
 
 def page_floor(n: int) -> int:
@@ -88,6 +120,7 @@ class FixedMapping:
                     raise StoreError(f"{path}: length not matched: file has {actual} bytes, expected "
                                      f"{file_size} ({size_hint})")
             self.mm = mmap.mmap(self.fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            self.st_dev = os.fstat(self.fd).st_dev   # its file system: one syncfs may sync it (consume queues)
             if random_access:
                 # a fault reads its page only: the default read-around of a mapping reads
                 # read_ahead_kb around it (8 MB on many disks), a whole 6 MB consume queue file

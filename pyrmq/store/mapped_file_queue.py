@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from dataclasses import dataclass
 from typing import Callable
 
 from pyrmq.store import crash_points
@@ -33,6 +34,17 @@ from pyrmq.store.mapped_file import (
 from pyrmq.store.model import StoreError
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class FlushPlan:
+    """What one flush of a queue syncs: its files with dirty data below ``target``."""
+
+    queue: MappedFileQueue
+    target: int
+    target_ts: int
+    files: list[MappedFile]
+
 
 _CRASH_MID_FLUSH = crash_points.armed("flush.between_files")
 
@@ -259,32 +271,51 @@ class MappedFileQueue:
         file is waiting). Safe to call from a worker thread while another thread appends.
         """
         with self._flush_lock:
-            with self._lock:
-                target = self._committed_where
-                target_ts = self._committed_store_timestamp
-                flushed = self._flushed_where
-                files = self.mapped_files
-            if target <= flushed:
-                return flushed
-            size = self.mapped_file_size
-            if least_pages > 0:
-                dirty_pages = target // OS_PAGE_SIZE - flushed // OS_PAGE_SIZE
-                same_file = target // size == flushed // size
-                if dirty_pages < least_pages and same_file:
-                    return flushed
-            todo = [mf for mf in files
-                    if mf.file_from_offset + size > flushed and mf.file_from_offset < target]
-            for i, mf in enumerate(todo):
+            plan = self.flush_plan(least_pages)
+            if plan is None:
+                return self._flushed_where
+            for i, mf in enumerate(plan.files):
                 mf.sync()
-                mf.flushed_position = min(size, target - mf.file_from_offset)
-                if _CRASH_MID_FLUSH and i + 1 < len(todo):
+                if _CRASH_MID_FLUSH and i + 1 < len(plan.files):
                     crash_points.reach("flush.between_files")
-            with self._lock:
-                if target > self._flushed_where:
-                    self._flushed_where = target
-                    if target_ts:
-                        self.flushed_store_timestamp = target_ts
-            return target
+            self._flushed(plan)
+            return plan.target
+
+    def flush_plan(self, least_pages: int = 0) -> FlushPlan | None:
+        """What a flush would sync now (the committed position and the files holding dirty data
+        below it), or None when nothing is to be synced (see :meth:`flush`)."""
+        with self._lock:
+            target = self._committed_where
+            target_ts = self._committed_store_timestamp
+            flushed = self._flushed_where
+            files = self.mapped_files
+        if target <= flushed:
+            return None
+        size = self.mapped_file_size
+        if least_pages > 0:
+            dirty_pages = target // OS_PAGE_SIZE - flushed // OS_PAGE_SIZE
+            same_file = target // size == flushed // size
+            if dirty_pages < least_pages and same_file:
+                return None
+        todo = [mf for mf in files if mf.file_from_offset + size > flushed and mf.file_from_offset < target]
+        return FlushPlan(self, target, target_ts, todo)
+
+    def flushed_by(self, plan: FlushPlan) -> None:
+        """Record ``plan`` as done when its files were synced by other means (one ``syncfs`` of
+        their file system, after the plan was made). A truncation since then wins."""
+        with self._flush_lock:
+            if plan.target <= self._committed_where:
+                self._flushed(plan)
+
+    def _flushed(self, plan: FlushPlan) -> None:
+        size = self.mapped_file_size
+        for mf in plan.files:
+            mf.flushed_position = min(size, plan.target - mf.file_from_offset)
+        with self._lock:
+            if plan.target > self._flushed_where:
+                self._flushed_where = plan.target
+                if plan.target_ts:
+                    self.flushed_store_timestamp = plan.target_ts
 
     def truncate_dirty_files(self, offset: int, clean_run: int) -> None:
         """Forget everything at or after ``offset``: zero the tail of its file, delete later files."""

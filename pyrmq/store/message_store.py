@@ -610,15 +610,15 @@ class DefaultMessageStore:
             self.checkpoint.physic_msg_timestamp = ts
         return flushed
 
-    def flush_consume_queues(self, least_pages: int = 0) -> None:
-        """Blocking sync of every ConsumeQueue (those with ``least_pages`` dirty pages), then of
-        the checkpoint."""
+    def flush_consume_queues(self, least_pages: int = 0, *, whole_index: bool = True) -> None:
+        """Blocking sync of every ConsumeQueue (those with ``least_pages`` dirty pages), of the
+        full index files (and with ``whole_index`` the one being written), then of the checkpoint."""
         checkpoint = self.checkpoint
         logics_ts = checkpoint.logics_msg_timestamp if checkpoint is not None else 0
         self.consume_queues.flush(least_pages)
         index = self.index_service
         if index is not None:
-            index.flush()
+            index.flush(last_file=whole_index)
         if checkpoint is not None:
             checkpoint.logics_msg_timestamp = logics_ts
             checkpoint.flush()
