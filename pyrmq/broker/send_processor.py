@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Callable
 import trio
 
 from pyrmq.broker.config import BrokerRole
+from pyrmq.broker.first_file_gate import FirstFileGate
 from pyrmq.broker.offsets_and_groups import required_group
 from pyrmq.broker.recall_processor import recall_handle_for
 from pyrmq.broker.schedule_service import redirect_to_schedule
@@ -182,6 +183,7 @@ class SendMessageProcessor:
         self.slave_timeout_s = config.slave_timeout / 1000
         self.stats = stats
         self.max_delay_level = max_delay_level
+        self.first_files = FirstFileGate(store)
         self.clock = clock   # wall clock ms: timer messages' delivery times
         self.store_host = (config.broker_ip1, config.listen_port)
         self.cluster_name = config.broker_cluster_name
@@ -224,8 +226,7 @@ class SendMessageProcessor:
                                     properties_string=properties_to_string(properties), sys_flag=sys_flag,
                                     born_timestamp=born_timestamp, born_host=born_host,
                                     store_host=self.store_host, reconsume_times=reconsume_times)
-            result = self.store.put_messages(batch)
-            stored_topic = topic
+            return self._store(request, channel, batch, topic, queue_id, wait_store, None)
         else:
             is_half = properties.get(MessageConst.PROPERTY_TRANSACTION_PREPARED, "").lower() == "true"
             if is_half and self.config.reject_transaction_message:
@@ -271,13 +272,32 @@ class SendMessageProcessor:
                 if wait_value is not None:
                     properties[MessageConst.PROPERTY_WAIT_STORE_MSG_OK] = wait_value
                 inner = half_message(inner, properties)
-            result = self.store.put_message(inner)
-            stored_topic = inner.topic   # a delayed message's SCHEDULE_TOPIC_XXXX, a half message's
-            if recall_handle is not None:
-                return self._respond(request, result, stored_topic, queue_id, wait_store,
-                                     self.topics.created_unwritten(topic), {"recallHandle": recall_handle}, channel)
-        return self._respond(request, result, stored_topic, queue_id, wait_store, self.topics.created_unwritten(topic),
-                             channel=channel)
+            more_ext = {"recallHandle": recall_handle} if recall_handle is not None else None
+            return self._store(request, channel, inner, topic, queue_id, wait_store, more_ext)
+
+    def _store(self, request: RemotingCommand, channel: Channel, record: MessageExtBrokerInner | MessageExtBatch,
+               topic: str, queue_id: int, wait_store: bool,
+               more_ext: dict[str, str] | None) -> RemotingCommand | Deferred | None:
+        """Put ``record`` and answer; a record whose queue has no file yet waits for the gate's
+        worker to create it, behind the sends to that queue already waiting."""
+        if self.first_files.needs_gate(record.topic, record.queue_id):
+            parked = self.first_files.park(
+                record.topic, record.queue_id, record.sys_flag,
+                lambda: self._put_and_respond(request, None, record, topic, queue_id, wait_store, more_ext))
+            if parked is not None:
+                return parked
+        return self._put_and_respond(request, channel, record, topic, queue_id, wait_store, more_ext)
+
+    def _put_and_respond(self, request: RemotingCommand, channel: Channel | None,
+                         record: MessageExtBrokerInner | MessageExtBatch, topic: str, queue_id: int,
+                         wait_store: bool, more_ext: dict[str, str] | None) -> RemotingCommand | Deferred | None:
+        if isinstance(record, MessageExtBatch):
+            result = self.store.put_messages(record)
+        else:
+            result = self.store.put_message(record)
+        # counted under the topic stored to: a delayed message's SCHEDULE_TOPIC_XXXX, a half message's
+        return self._respond(request, result, record.topic, queue_id, wait_store, self.topics.created_unwritten(topic),
+                             more_ext, channel)
 
     def _timer(self, request: RemotingCommand, properties: dict[str, str], topic: str, queue_id: int,
                wait_value: str | None) -> tuple[str, int] | RemotingCommand | None:

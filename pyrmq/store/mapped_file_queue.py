@@ -156,7 +156,7 @@ class MappedFileQueue:
                     log.debug("%s: creating file %d inline (none prepared)", self.store_path, create_offset)
                 self.files_created_inline += 1
                 mf = self._new_file(create_offset)
-                mf.first_create_in_queue = last is None
+        mf.first_create_in_queue = last is None
         with self._lock:
             self.mapped_files = self.mapped_files + [mf]
         if self.on_new_file is not None:
@@ -194,12 +194,23 @@ class MappedFileQueue:
             last = self.last_mapped_file()
             if last is None:
                 return False
-            offset = last.file_from_offset + self.mapped_file_size
-            if self._prepared is not None and self._prepared.file_from_offset == offset:
+            return self._prepare_at(last.file_from_offset + self.mapped_file_size)
+
+    def prepare_first_file(self, start_offset: int) -> bool:
+        """Create and map the first file of an empty queue, the one holding ``start_offset``, ahead
+        of the write that needs it; True if one was created. Blocking: a worker thread."""
+        with self._prepare_lock:
+            if self.last_mapped_file() is not None:
                 return False
-            self._take_prepared(offset)
-            self._prepared = self._new_file(offset)
-            return True
+            return self._prepare_at(start_offset - start_offset % self.mapped_file_size)
+
+    def _prepare_at(self, offset: int) -> bool:
+        """Make the file at ``offset`` the prepared one (holding _prepare_lock)."""
+        if self._prepared is not None and self._prepared.file_from_offset == offset:
+            return False
+        self._take_prepared(offset)
+        self._prepared = self._new_file(offset)
+        return True
 
     def _drop_prepared(self) -> None:
         """Delete the prepared file; called after the file list changed, so a worker preparing

@@ -26,6 +26,7 @@ from pyrmq.codec.message import (
     pickup_store_timestamp,
     string_to_properties,
 )
+from pyrmq.codec.store_formats import CQ_STORE_UNIT_SIZE
 from pyrmq.codec.system_topics import LMQ_PREFIX, SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC
 from pyrmq.store import crash_points
 from pyrmq.store.checkpoint import StoreCheckpoint
@@ -364,6 +365,29 @@ class DefaultMessageStore:
         except OSError as e:
             return self._refused(topic, put_status_of(e), f"cannot create or reserve its consume queue file: {e}")
         return None
+
+    def first_file_preparation(self, topic: str, queue_id: int, sys_flag: int) -> Callable[[], bool] | None:
+        """For a put whose consume queue has no file yet: a blocking call that creates that file
+        ahead of the put (for a worker thread; the put then takes it instead of creating it on
+        the caller's thread). None when the put needs no new queue file. A failed creation is
+        left to the put, which tries again and refuses with the error."""
+        if sys_flag & _TRANSACTION_MASK not in _QUEUED_TYPES or self.consume_queues.can_take_unit(topic, queue_id):
+            return None
+        try:
+            cq = self.consume_queues.find_or_create(topic, queue_id)
+        except StoreError:
+            return None
+        mfq = cq.mapped_file_queue
+        if mfq.mapped_files:
+            return None   # only more room to reserve in its file: the put does it
+        start = self._commit_log.topic_queue_table.get(f"{topic}-{queue_id}", 0) * CQ_STORE_UNIT_SIZE
+
+        def prepare() -> bool:
+            try:
+                return mfq.prepare_first_file(start)
+            except OSError:
+                return False
+        return prepare
 
     def _refused(self, topic: str, status: PutMessageStatus, why: object) -> PutMessageStatus:
         """A put the store cannot place: logged at most once a second (a full disk refuses every

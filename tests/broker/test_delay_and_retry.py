@@ -7,6 +7,7 @@ import trio
 
 from pyrmq.broker.topic_config import TopicConfig
 from pyrmq.codec.codes import RequestCode
+from pyrmq.codec.system_topics import SCHEDULE_TOPIC
 from pyrmq.codec.remoting import make_request
 from tests.broker.rmq import pull, send
 
@@ -14,11 +15,23 @@ FAST_LEVELS = {"messageDelayLevel": "1s 2s 3s"}
 
 
 def existing_topics(cluster, *topics: str, queues: int = 4) -> None:
-    """Create the topics in the broker, not by a send: a send that creates its topic is answered
-    once topics.json is written by a worker thread, and while trio waits for a thread the autojump
-    clock runs on to the next deadline -- past a delay level, or a client's timeout."""
+    """Create the topics and their consume queue files in the broker, not by a send: a send that
+    creates its topic is answered once topics.json is written by a worker thread, and the first
+    send to a queue once a worker thread created its file; while trio waits for a thread the
+    autojump clock runs on to the next deadline -- past a delay level, or a client's timeout."""
     for topic in topics:
         cluster.broker.topic_config_manager.update(TopicConfig(topic, queues, queues))
+        existing_queue_files(cluster, topic, range(queues))
+
+
+def existing_queue_files(cluster, topic: str, queue_ids) -> None:
+    for queue_id in queue_ids:
+        cluster.broker.store.consume_queues.find_or_create(topic, queue_id).prepare_unit(0)
+
+
+def existing_schedule_queues(cluster) -> None:
+    """The queue files of SCHEDULE_TOPIC_XXXX for FAST_LEVELS' three levels (queue = level - 1)."""
+    existing_queue_files(cluster, SCHEDULE_TOPIC, range(3))
 
 
 async def wait_for_messages(cluster, topic: str, queue_id: int, count: int = 1):
@@ -33,6 +46,7 @@ async def wait_for_messages(cluster, topic: str, queue_id: int, count: int = 1):
 @pytest.mark.parametrize("broker_overrides", [FAST_LEVELS])
 async def test_delayed_message_arrives_after_its_level(cluster, autojump_clock):
     existing_topics(cluster, "TopicD")
+    existing_schedule_queues(cluster)
     resp = await send(cluster.client, cluster.broker_addr, "TopicD", b"later", tags="TagD",
                       extra={"DELAY": "1"}, queue_id=2)
     assert resp.code == 0
@@ -54,6 +68,7 @@ async def test_send_back_retries_then_dead_letters(cluster, autojump_clock):
     inv = cluster.client.invoke
     existing_topics(cluster, "TopicB2")
     existing_topics(cluster, "%RETRY%bg", "%DLQ%bg", queues=1)   # as the send-back creates them
+    existing_schedule_queues(cluster)
     resp = await send(cluster.client, cluster.broker_addr, "TopicB2", b"failing", tags="T")
     _, [original] = await pull(cluster.client, cluster.broker_addr, "TopicB2", 0, 0)
     back = await inv(cluster.broker_addr, make_request(RequestCode.CONSUMER_SEND_MSG_BACK, {
@@ -80,6 +95,7 @@ async def test_send_back_retries_then_dead_letters(cluster, autojump_clock):
 @pytest.mark.parametrize("broker_overrides", [FAST_LEVELS])
 async def test_schedule_progress_survives_restart(cluster, autojump_clock):
     existing_topics(cluster, "TopicDR")
+    existing_schedule_queues(cluster)
     await send(cluster.client, cluster.broker_addr, "TopicDR", b"x", extra={"DELAY": "9"})   # clamped to 3
     service = cluster.broker.schedule_service
     with trio.fail_after(10):
