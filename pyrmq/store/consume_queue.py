@@ -393,9 +393,10 @@ class ConsumeQueue:
         return (mfq,) if self.ext is None else (self.ext.mapped_file_queue, mfq)
 
     def flush(self, least_pages: int = 0) -> int:
-        if self.ext is not None:
-            self.ext.flush(least_pages)
-        return self.mapped_file_queue.flush(least_pages)
+        """Sync its files (the ext's first); returns the queue's flushed position."""
+        for mfq in self.file_queues():
+            mfq.flush(least_pages)
+        return self.mapped_file_queue.flushed_where
 
     def close(self) -> None:
         self.mapped_file_queue.close()

@@ -170,7 +170,7 @@ class ConsumeQueueTable:
                     else:
                         plan.queue.flush(least_pages)
                 return
-        for plan in plans:   # ext before queue, as ConsumeQueue.flush: units point into the ext
+        for plan in plans:   # in file_queues' order: an ext before its queue
             plan.queue.flush(least_pages)
 
     def close(self) -> None:
