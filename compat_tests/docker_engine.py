@@ -202,7 +202,9 @@ class ContainerProcess:
 
     Its output is streamed into the given files as the container writes it (stderr into
     ``stdout_path`` when ``stderr_path`` is None), so callers watch events and log lines appear
-    exactly as with a local process.
+    exactly as with a local process. Once the container has exited, a file whose stream did not
+    end cleanly (the API call failed, or it was still running) is written again whole from the
+    engine's log: a scenario's result never misses lines the program printed.
     """
 
     def __init__(self, argv: list[str], stdout_path: Path, stderr_path: Path | None, cwd: Path, *,
@@ -220,11 +222,17 @@ class ContainerProcess:
             user=f"{os.getuid()}:{os.getgid()}", labels=_labels(), healthcheck={"test": ["NONE"]})
         self.returncode: int | None = None
         self._polled_at = 0.0
+        self._sink_lock = threading.Lock()
+        self._taken_over = False      # set once _finish rewrites the files: late pumps stop writing
+        self._pumped_whole: set[Path] = set()
+        # where this container's output starts in each file (a restarted server appends to its log)
+        self._starts = {path: path.stat().st_size if path.exists() else 0
+                        for path in (stdout_path, stderr_path) if path is not None}
         if stderr_path is None:
-            self._pumps = [threading.Thread(target=self._pump, args=(stdout_path, True, True), daemon=True)]
+            self._sinks = [(stdout_path, True, True)]
         else:
-            self._pumps = [threading.Thread(target=self._pump, args=(stdout_path, True, False), daemon=True),
-                           threading.Thread(target=self._pump, args=(stderr_path, False, True), daemon=True)]
+            self._sinks = [(stdout_path, True, False), (stderr_path, False, True)]
+        self._pumps = [threading.Thread(target=self._pump, args=sink, daemon=True) for sink in self._sinks]
         for pump in self._pumps:
             pump.start()
 
@@ -236,15 +244,31 @@ class ContainerProcess:
         try:
             with open(path, "ab") as sink:
                 for chunk in self.container.logs(stream=True, follow=True, stdout=want_stdout, stderr=want_stderr):
-                    sink.write(chunk)
-                    sink.flush()
-        except Exception:   # the container was removed under the stream
+                    with self._sink_lock:
+                        if self._taken_over:
+                            return
+                        sink.write(chunk)
+                        sink.flush()
+            with self._sink_lock:
+                self._pumped_whole.add(path)
+        except Exception:   # the API call failed, or the container was removed under the stream
             pass
 
     def _finish(self, code: int) -> int:
         self.returncode = code
         for pump in self._pumps:
             pump.join(timeout=5)
+        with self._sink_lock:
+            self._taken_over = True
+            for path, want_stdout, want_stderr in self._sinks:
+                if path not in self._pumped_whole:
+                    try:
+                        whole = self.container.logs(stdout=want_stdout, stderr=want_stderr)
+                    except Exception:   # removed meanwhile: keep what was streamed
+                        continue
+                    with open(path, "a+b") as sink:   # appends go to the end: after the truncate
+                        sink.truncate(self._starts[path])
+                        sink.write(whole)
         try:
             self.container.remove(force=True)
         except Exception:   # already removed

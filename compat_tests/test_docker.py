@@ -180,3 +180,22 @@ def test_container_mode_runs_servers_and_runner_in_containers(compat_containers,
     # A client on the host would reach the pod from the bridge's gateway address.
     born = {ipaddress.ip_address(m.born_host[0]) for m in pulled}
     assert len(born) == 1 and born <= set(subnet.hosts()) - {gateway, ipaddress.ip_address(pod.ip)}, born
+
+
+def test_container_output_is_whole_when_its_stream_is_lost(engine, images, tmp_path, monkeypatch):
+    """A container whose log stream failed (the engine's API call errors, as it did once in CI: a
+    scenario with no events at all) still leaves its whole output in the files once it exited:
+    the harness reads a scenario's events from them."""
+    def lost_stream(self, path, want_stdout, want_stderr):
+        with open(path, "ab") as sink:
+            sink.write(b"partial")   # written, then the stream broke (the real pump swallows the error)
+
+    monkeypatch.setattr(docker_engine.ContainerProcess, "_pump", lost_stream)
+    out, err = tmp_path / "run.jsonl", tmp_path / "run.err"
+    out.write_bytes(b"an earlier run's line\n")   # a restarted server appends to its file
+    lines = [f'{{"ev": "line", "i": {i}}}' for i in range(3)]
+    program = f"import sys; print({chr(10).join(lines)!r}); print('to stderr', file=sys.stderr)"
+    proc = docker_engine.ContainerProcess(["-c", program], out, err, tmp_path, image=IMAGE, entrypoint=["python3"])
+    assert proc.wait(timeout=60) == 0
+    assert out.read_text() == "an earlier run's line\n" + "\n".join(lines) + "\n"
+    assert err.read_text() == "to stderr\n"
