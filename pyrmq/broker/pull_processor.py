@@ -266,8 +266,7 @@ class PullRequestHoldService:
                 self._wake = trio.Event()
                 ready, self._ready = self._ready, []
                 self.wakeups += len(ready)
-                for pull in ready:
-                    self._answer(pull)
+                self._answer_all(ready)
 
     async def _expiry_loop(self) -> None:
         guard = ServiceGuard("held pull expiry", log)
@@ -283,6 +282,7 @@ class PullRequestHoldService:
 
     def _expire(self, now: float) -> None:
         deadlines = self._deadlines
+        expired = []
         while deadlines and deadlines[0][0] <= now:
             _, seq, key = heapq.heappop(deadlines)
             held = self._held.get(key)
@@ -291,7 +291,8 @@ class PullRequestHoldService:
                 continue   # answered by an arrival, or dropped with its connection
             if not held:
                 del self._held[key]
-            self._answer(pull)
+            expired.append(pull)
+        self._answer_all(expired)
 
     def _drop_closed(self) -> None:
         """Forget the pulls of closed connections; rebuild the heap once it is mostly stale."""
@@ -306,10 +307,24 @@ class PullRequestHoldService:
                                for seq, pull in held.items()]
             heapq.heapify(self._deadlines)
 
+    def _answer_all(self, pulls: list[_HeldPull]) -> None:
+        """Answer these pulls, one write per connection: pulls placed together (a client's
+        consumers start at once) expire together, a hundred on one connection."""
+        if len(pulls) == 1:
+            self._answer(pulls[0])
+        elif pulls:
+            Channel.send_responses((pull.channel, answer) for pull in pulls
+                                   if (answer := self._answer_of(pull)) is not None)
+
     def _answer(self, pull: _HeldPull) -> None:
-        """Re-run a held pull without suspension and send its answer; never raises."""
+        answer = self._answer_of(pull)
+        if answer is not None:
+            pull.channel.send_response(answer)
+
+    def _answer_of(self, pull: _HeldPull) -> RemotingCommand | None:
+        """Re-run a held pull without suspension: its answer (None for a closed connection); never raises."""
         if pull.channel.closed:
-            return
+            return None
         request = pull.request
         try:
             response = self.processor.process_request(pull.channel, request, allow_suspend=False)
@@ -318,16 +333,14 @@ class PullRequestHoldService:
         except Exception as exc:  # one pull's failure must not stop the others or the broker
             log.exception("answering a held pull from %s failed", pull.channel.remote_addr)
             response = request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
-        if response is not None:
-            pull.channel.send_response(response)
+        return response
 
     def wake_all(self) -> None:
         """Answer every held pull now (shutdown)."""
         held, self._held = self._held, {}
         self._deadlines = []
         ready, self._ready = self._ready, []
-        for pull in ready + [p for pulls in held.values() for p in pulls.values()]:
-            self._answer(pull)
+        self._answer_all(ready + [p for pulls in held.values() for p in pulls.values()])
 
 
 class PullMessageProcessor:

@@ -95,12 +95,25 @@ async def test_a_failure_answering_a_held_pull_leaves_the_broker_serving(cluster
 
 
 class _Channel:
+    """The part of Channel the hold service uses: answers are queued, then written."""
+
     def __init__(self) -> None:
         self.closed = False
         self.answers: list = []
+        self.queued = 0
+        self.writes = 0
+        self._reading_batch = False
 
     def send_response(self, response) -> None:
         self.answers.append(response)
+        self.queued += 1
+        if not self._reading_batch:
+            self._write_now()
+
+    def _write_now(self) -> None:
+        if self.queued:
+            self.writes += 1
+            self.queued = 0
 
 
 class _AnyTag:
@@ -147,6 +160,9 @@ def test_hold_service_expires_by_deadline_and_forgets_answered_and_closed_pulls(
     hold._expire(50.0)
     expected = sorted((d, o) for o, d in deadlines.items() if o % 3 != 1 and d <= 50.0)
     assert processor.order == [o for _, o in expected]           # deadline order, woken ones skipped
+    # the pulls expiring in one step are answered with one write per connection
+    assert [c.writes for c in channels] == [1, 1, 1, 1]
+    assert sorted(r.opaque for c in channels for r in c.answers) == sorted(o for _, o in expected)
     for channel in channels[:3]:
         channel.closed = True
     hold._drop_closed()
