@@ -12,6 +12,7 @@ from pyrmq.codec.admin_bodies import KVTable
 from pyrmq.codec.codes import RequestCode, ResponseCode, TopicSysFlag
 from pyrmq.codec.errors import ProtocolError
 from pyrmq.codec.namesrv_bodies import TopicList
+from pyrmq.codec.register_body import decode_register_body, register_body_of_json
 from pyrmq.codec.remoting import RemotingCommand
 from pyrmq.namesrv.kv_config import KVLimitError
 from pyrmq.namesrv.runtime_config import UPDATE_NAMESRV_CONFIG, parse_runtime_changes
@@ -98,18 +99,22 @@ def build_processors(*, config: NamesrvConfig, routes: RouteInfoManager, kv: KVC
         body_crc = optional_int(request, "bodyCrc32", 0) or 0
         if body_crc and request.body and (zlib.crc32(request.body) & 0x7FFFFFFF) != body_crc:
             return request.response(ResponseCode.SYSTEM_ERROR, "crc32 not match")
+        registered = None
         if request.body and optional_bool(request, "compressed"):
             try:
                 body = decode_compressed_register_body(request.body)
             except (ValueError, zlib.error, ProtocolError, UnicodeDecodeError) as exc:
                 return request.response(ResponseCode.SYSTEM_ERROR, f"bad compressed register body: {exc}")
+        elif request.body:
+            registered = decode_register_body(request.body)
+            body = None if registered is not None else _body_json(request) or {}
         else:
-            body = _body_json(request) or {}
-        wrapper = body.get("topicConfigSerializeWrapper") or {}
+            body = {}
+        if registered is None:
+            registered = register_body_of_json(body)
         result = routes.register_broker(
             cluster, broker_addr, broker_name, broker_id, ha_server_addr,
-            wrapper.get("dataVersion"), wrapper.get("topicConfigTable"),
-            body.get("filterServerList") or [], channel)
+            registered.data_version, registered.topics, registered.filter_servers, channel)
         ext: dict[str, str] = {}
         if result.ha_server_addr:
             ext["haServerAddr"] = result.ha_server_addr

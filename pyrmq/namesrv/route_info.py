@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from pyrmq.codec import fastjson, namesrv_bodies
 from pyrmq.codec.java_order import hash_map_order
+from pyrmq.codec.register_body import RegisteredTopic
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +121,7 @@ class RouteInfoManager:
 
     def register_broker(self, cluster: str, broker_addr: str, broker_name: str, broker_id: int,
                         ha_server_addr: str, data_version: dict[str, Any] | None,
-                        topic_config_table: dict[str, dict[str, Any]] | None,
+                        topics: list[RegisteredTopic] | None,
                         filter_server_list: list[str], channel: object | None,
                         now_ms: int | None = None) -> RegisterBrokerResult:
         now_ms = _now_ms() if now_ms is None else now_ms
@@ -141,9 +142,9 @@ class RouteInfoManager:
             broker_data.set_addr(broker_id, broker_addr)
         register_first = register_first or old_addr is None
 
-        if topic_config_table is not None and broker_id == MASTER_ID:
+        if topics is not None and broker_id == MASTER_ID:
             if register_first or self._topic_config_changed(broker_addr, data_version):
-                self._update_queue_datas(broker_name, topic_config_table)
+                self._update_queue_datas(broker_name, topics)
 
         previous = self.broker_live_table.get(broker_addr)
         self.broker_live_table[broker_addr] = BrokerLiveInfo(
@@ -187,21 +188,26 @@ class RouteInfoManager:
             self._queue_datas[key] = queue_data
         return queue_data
 
-    def _update_queue_datas(self, broker_name: str, topic_config_table: dict[str, dict[str, Any]]) -> None:
-        """Each topic's queue data of ``broker_name`` from its registered topic configs."""
+    def _update_queue_datas(self, broker_name: str, topics: list[RegisteredTopic]) -> None:
+        """Each topic's queue data of ``broker_name`` from its registered topic configs (10,000
+        of them every 30 s from a big broker: the loop keeps to locals and one lookup per step)."""
         table = self.topic_queue_table
-        for topic_config in topic_config_table.values():
-            topic = topic_config["topicName"]
-            queue_data = self._queue_data(broker_name, topic_config.get("readQueueNums", 0),
-                                          topic_config.get("writeQueueNums", 0), topic_config.get("perm", 6),
-                                          topic_config.get("topicSysFlag", 0))
+        interned = self._queue_datas
+        for registered in topics:
+            key = (broker_name, registered.read_queue_nums, registered.write_queue_nums, registered.perm,
+                   registered.topic_sys_flag)
+            queue_data = interned.get(key)
+            if queue_data is None:
+                queue_data = self._queue_data(*key)
+            topic = registered.topic_name
             queues = table.get(topic)
             if queues is None:
                 queues = table[topic] = {}
             old = queues.get(broker_name)
-            if old is not queue_data and old != queue_data:
-                if old is not None:
-                    log.info("topic %s queue data of %s changed", topic, broker_name)
+            if old is None:
+                queues[broker_name] = queue_data
+            elif old is not queue_data and old != queue_data:
+                log.info("topic %s queue data of %s changed", topic, broker_name)
                 queues[broker_name] = queue_data
 
     def is_data_version_changed(self, broker_addr: str, data_version: dict[str, Any]) -> bool:

@@ -9,6 +9,7 @@ import trio
 
 from pyrmq.codec import fastjson
 from pyrmq.codec.codes import RequestCode
+from pyrmq.codec.register_body import topic_rows
 from pyrmq.codec.remoting import make_request
 from pyrmq.namesrv.route_info import BROKER_CHANNEL_EXPIRED_MS, RouteInfoManager
 from pyrmq.remoting.client import RemotingClient
@@ -95,7 +96,8 @@ async def test_cluster_info_topic_list_and_kv(namesrv, tmp_path):
 def test_silent_broker_expires_after_120s():
     routes = RouteInfoManager()
     routes.register_broker("C", "10.0.0.1:10911", "b", 0, "10.0.0.1:10912", {"counter": 1},
-                           {"T": TOPIC_TABLE["TopicTest"] | {"topicName": "T"}}, [], None, now_ms=1000)
+                           topic_rows({"T": TOPIC_TABLE["TopicTest"] | {"topicName": "T"}}), [], None,
+                           now_ms=1000)
     assert routes.scan_not_active_brokers(now_ms=1000 + BROKER_CHANNEL_EXPIRED_MS) == []
     assert routes.broker_live_table
     routes.scan_not_active_brokers(now_ms=1001 + BROKER_CHANNEL_EXPIRED_MS)
@@ -105,14 +107,14 @@ def test_silent_broker_expires_after_120s():
 def test_queue_data_only_from_master_and_on_version_change():
     routes = RouteInfoManager()
     table = {"T": {"topicName": "T", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6}}
-    routes.register_broker("C", "a:1", "b", 1, "a:2", {"counter": 1}, table, [], None)
+    routes.register_broker("C", "a:1", "b", 1, "a:2", {"counter": 1}, topic_rows(table), [], None)
     assert routes.topic_queue_table == {}          # a slave's topics are not routed
-    routes.register_broker("C", "m:1", "b", 0, "m:2", {"counter": 1}, table, [], None)
+    routes.register_broker("C", "m:1", "b", 0, "m:2", {"counter": 1}, topic_rows(table), [], None)
     assert routes.topic_queue_table["T"]["b"].write_queue_nums == 4
     changed = {"T": {"topicName": "T", "readQueueNums": 8, "writeQueueNums": 8, "perm": 6}}
-    routes.register_broker("C", "m:1", "b", 0, "m:2", {"counter": 1}, changed, [], None)
+    routes.register_broker("C", "m:1", "b", 0, "m:2", {"counter": 1}, topic_rows(changed), [], None)
     assert routes.topic_queue_table["T"]["b"].write_queue_nums == 4   # same DataVersion: ignored
-    routes.register_broker("C", "m:1", "b", 0, "m:2", {"counter": 2}, changed, [], None)
+    routes.register_broker("C", "m:1", "b", 0, "m:2", {"counter": 2}, topic_rows(changed), [], None)
     assert routes.topic_queue_table["T"]["b"].write_queue_nums == 8
 
 
@@ -186,7 +188,7 @@ def test_route_fragments_equal_the_whole_route_encoded():
                          "perm": rnd.choice((2, 4, 6)), "topicSysFlag": rnd.randrange(2)}
                      for t in rnd.sample(topics, rnd.randrange(1, 6))}
             routes.register_broker("C", f"10.0.0.{n}:10911", f"broker-{n}", rnd.choice((0, 0, 1)), f"10.0.0.{n}:10912",
-                                   {"counter": version}, table, rnd.choice(([], [f"10.0.0.{n}:40001"])), None)
+                                   {"counter": version}, topic_rows(table), rnd.choice(([], [f"10.0.0.{n}:40001"])), None)
         elif action == 2:
             routes.change_write_perm(f"broker-{n}", wipe=rnd.random() < 0.5)
         elif action == 3:
