@@ -99,19 +99,15 @@ def build_processors(*, config: NamesrvConfig, routes: RouteInfoManager, kv: KVC
         body_crc = optional_int(request, "bodyCrc32", 0) or 0
         if body_crc and request.body and (zlib.crc32(request.body) & 0x7FFFFFFF) != body_crc:
             return request.response(ResponseCode.SYSTEM_ERROR, "crc32 not match")
-        registered = None
         if request.body and optional_bool(request, "compressed"):
             try:
                 body = decode_compressed_register_body(request.body)
             except (ValueError, zlib.error, ProtocolError, UnicodeDecodeError) as exc:
                 return request.response(ResponseCode.SYSTEM_ERROR, f"bad compressed register body: {exc}")
-        elif request.body:
-            registered = decode_register_body(request.body)
-            body = None if registered is not None else _body_json(request) or {}
-        else:
-            body = {}
-        if registered is None:
             registered = register_body_of_json(body)
+        else:   # the usual body in one typed pass; any other through the generic parse
+            registered = ((decode_register_body(request.body) if request.body else None)
+                          or register_body_of_json(_body_json(request) or {}))
         result = routes.register_broker(
             cluster, broker_addr, broker_name, broker_id, ha_server_addr,
             registered.data_version, registered.topics, registered.filter_servers, channel)

@@ -78,6 +78,11 @@ class ConsumeQueue:
 
     # ------------------------------------------------------------------ writes
 
+    def prepare_first_file(self, cq_offset: int) -> bool:
+        """Create the first file of this empty queue, the one for ``cq_offset``'s unit, into its
+        prepared slot; True if one was created. Blocking: a worker thread (FirstFileGate)."""
+        return self.mapped_file_queue.prepare_first_file(cq_offset * _UNIT)
+
     def prepare_unit(self, cq_offset: int) -> MappedFile:
         """The file the unit for ``cq_offset`` goes to, created if needed, with the space up to
         that unit reserved (the pre-blank units of a queue's first file included). Raises OSError

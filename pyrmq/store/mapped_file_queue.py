@@ -146,7 +146,7 @@ class MappedFileQueue:
         if last is not None and not last.is_full():
             return last
         if last is None:
-            create_offset = start_offset - start_offset % self.mapped_file_size
+            create_offset = self._first_file_offset(start_offset)
         else:
             create_offset = last.file_from_offset + self.mapped_file_size
         with self._prepare_lock:   # waits only if a worker is creating a file right now
@@ -202,7 +202,11 @@ class MappedFileQueue:
         with self._prepare_lock:
             if self.last_mapped_file() is not None:
                 return False
-            return self._prepare_at(start_offset - start_offset % self.mapped_file_size)
+            return self._prepare_at(self._first_file_offset(start_offset))
+
+    def _first_file_offset(self, start_offset: int) -> int:
+        """Where an empty queue's first file starts: the file boundary at or below ``start_offset``."""
+        return start_offset - start_offset % self.mapped_file_size
 
     def _prepare_at(self, offset: int) -> bool:
         """Make the file at ``offset`` the prepared one (holding _prepare_lock)."""

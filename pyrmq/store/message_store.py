@@ -26,7 +26,6 @@ from pyrmq.codec.message import (
     pickup_store_timestamp,
     string_to_properties,
 )
-from pyrmq.codec.store_formats import CQ_STORE_UNIT_SIZE
 from pyrmq.codec.system_topics import LMQ_PREFIX, SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC
 from pyrmq.store import crash_points
 from pyrmq.store.checkpoint import StoreCheckpoint
@@ -359,7 +358,7 @@ class DefaultMessageStore:
             return None
         try:
             cq = self.consume_queues.find_or_create(topic, queue_id)
-            cq.prepare_unit(self._commit_log.topic_queue_table.get(f"{topic}-{queue_id}", 0))
+            cq.prepare_unit(self._next_queue_offset(topic, queue_id))
         except StoreError:
             return None   # a name _check let through but no queue takes: dispatch skips the record
         except OSError as e:
@@ -377,17 +376,20 @@ class DefaultMessageStore:
             cq = self.consume_queues.find_or_create(topic, queue_id)
         except StoreError:
             return None
-        mfq = cq.mapped_file_queue
-        if mfq.mapped_files:
+        if cq.mapped_file_queue.mapped_files:
             return None   # only more room to reserve in its file: the put does it
-        start = self._commit_log.topic_queue_table.get(f"{topic}-{queue_id}", 0) * CQ_STORE_UNIT_SIZE
+        cq_offset = self._next_queue_offset(topic, queue_id)
 
         def prepare() -> bool:
             try:
-                return mfq.prepare_first_file(start)
+                return cq.prepare_first_file(cq_offset)
             except OSError:
                 return False
         return prepare
+
+    def _next_queue_offset(self, topic: str, queue_id: int) -> int:
+        """The queue offset the next record of ``topic``/``queue_id`` gets."""
+        return self._commit_log.topic_queue_table.get(f"{topic}-{queue_id}", 0)
 
     def _refused(self, topic: str, status: PutMessageStatus, why: object) -> PutMessageStatus:
         """A put the store cannot place: logged at most once a second (a full disk refuses every
