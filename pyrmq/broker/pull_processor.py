@@ -60,6 +60,11 @@ CLOSED_SWEEP_INTERVAL_S = 5.0
 FAQ_URL = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 _TAGS = MessageConst.PROPERTY_TAGS + "\x01"
 
+# A pull that found nothing with one of these statuses got an answer that depends only on its
+# queue's offsets, or on its queue having no file yet (besides the configs _QuietPull's basis holds).
+_QUIET_STATUSES = frozenset({GetMessageStatus.OFFSET_OVERFLOW_ONE, GetMessageStatus.NO_MESSAGE_IN_QUEUE,
+                             GetMessageStatus.NO_MATCHED_LOGIC_QUEUE})
+
 _STATUS_CODES = {
     GetMessageStatus.FOUND: ResponseCode.SUCCESS,
     GetMessageStatus.MESSAGE_WAS_REMOVING: ResponseCode.PULL_RETRY_IMMEDIATELY,
@@ -206,12 +211,32 @@ MessageFilter = TagMessageFilter | ExpressionMessageFilter
 
 
 @dataclass(slots=True)
+class _QuietPull:
+    """What a held tag pull's answer depends on, captured when it was suspended. While the queue
+    still spans the same offsets and the basis (configs, subscription) is the same, re-running the
+    pull at expiry -- as Apache's executeRequestWhenWakeup does -- would answer exactly this
+    remark and ext again; the hold service answers with them and skips the re-run, most of what
+    an idle long-polling consumer costs the broker."""
+    group: str
+    topic: str
+    queue_id: int
+    by_heartbeat: bool         # the subscription is the heartbeat's, not the request's
+    basis: tuple[object, ...]
+    status: GetMessageStatus
+    min_offset: int
+    max_offset: int
+    remark: str
+    ext: dict[str, str]
+
+
+@dataclass(slots=True)
 class _HeldPull:
     channel: Channel
     request: RemotingCommand
     offset: int
     deadline: float            # trio clock
     message_filter: MessageFilter
+    quiet: _QuietPull | None = None
 
 
 class PullRequestHoldService:
@@ -232,6 +257,8 @@ class PullRequestHoldService:
         self._wake = trio.Event()
         # held pulls answered because a matching message arrived (statistics, tests)
         self.wakeups = 0
+        # held pulls answered at expiry from what they found when suspended (tests)
+        self.quiet_answers = 0
 
     def statistics(self) -> dict[str, int]:
         return {"held": sum(len(v) for v in self._held.values()), "wakeups": self.wakeups}
@@ -327,6 +354,11 @@ class PullRequestHoldService:
             return None
         request = pull.request
         try:
+            if pull.quiet is not None:
+                response = self.processor.quiet_answer(request, pull.quiet)
+                if response is not None:
+                    self.quiet_answers += 1
+                    return response
             response = self.processor.process_request(pull.channel, request, allow_suspend=False)
         except RequestError as exc:
             response = request.response(exc.code, exc.remark)
@@ -481,8 +513,13 @@ class PullMessageProcessor:
             response = request.response(code, status.name, ext, result.buffers)
         elif code == ResponseCode.PULL_NOT_FOUND and allow_suspend and sys_flag & FLAG_SUSPEND:
             timeout_ms = suspend_timeout_ms if config.long_polling_enable else config.short_polling_time_mills
+            quiet = None
+            if status in _QUIET_STATUSES and type(message_filter) is TagMessageFilter:
+                by_heartbeat = not sys_flag & FLAG_SUBSCRIPTION
+                quiet = _QuietPull(group, topic, queue_id, by_heartbeat, self._basis(group, topic, by_heartbeat),
+                                   status, result.min_offset, result.max_offset, status.name, ext)
             self.hold_service.suspend((topic, queue_id), _HeldPull(
-                channel, request, queue_offset, trio.current_time() + timeout_ms / 1000, message_filter))
+                channel, request, queue_offset, trio.current_time() + timeout_ms / 1000, message_filter, quiet))
             response = None
         else:
             response = request.response(code, status.name, ext)
@@ -490,3 +527,25 @@ class PullMessageProcessor:
         if allow_suspend and sys_flag & FLAG_COMMIT_OFFSET and not self.is_slave:
             self.offsets.commit_offset(group, topic, queue_id, commit_offset)
         return response
+
+    def _basis(self, group: str, topic: str, by_heartbeat: bool) -> tuple[object, ...]:
+        """Everything besides the request and the queue's offsets that a tag pull's checks and
+        answer read. Configs and subscriptions are replaced, never changed in place, so their
+        identity stands for their content; the broker's settings are compared by value."""
+        config = self.config
+        info = self.consumers.groups.get(group) if by_heartbeat else None
+        return (self.groups.table.get(group), self.topics.select(topic), info,
+                None if info is None else info.message_model,
+                None if info is None else info.subscriptions.get(topic),
+                config.broker_permission, config.slave_read_enable, config.filter_support_retry,
+                self.store.config.offset_check_in_slave)
+
+    def quiet_answer(self, request: RemotingCommand, quiet: _QuietPull) -> RemotingCommand | None:
+        """The answer re-running a held pull would give, when nothing it depends on has changed
+        since it was suspended; None when something has (the pull must be re-run)."""
+        if self._basis(quiet.group, quiet.topic, quiet.by_heartbeat) != quiet.basis \
+                or not self.store.repeat_miss(quiet.topic, quiet.queue_id, quiet.status, quiet.min_offset,
+                                          quiet.max_offset):
+            return None
+        # ext is this pull's own: a held pull is answered once
+        return request.response(ResponseCode.PULL_NOT_FOUND, quiet.remark, quiet.ext)

@@ -515,6 +515,24 @@ class DefaultMessageStore:
                           (time.monotonic_ns() - started) // 1_000_000, result.suggest_pulling_from_slave)
         return result
 
+    def repeat_miss(self, topic: str, queue_id: int, status: GetMessageStatus, min_offset: int,
+                    max_offset: int) -> bool:
+        """Whether a read of this queue that found nothing -- ``status``, with the queue spanning
+        [min_offset, max_offset) -- would find the same nothing now: the queue still has no file
+        (NO_MATCHED_LOGIC_QUEUE), or still spans exactly that. Counted as the missed read it
+        stands for."""
+        if self._shutdown:
+            return False
+        cq = self.consume_queues.get(topic, queue_id)
+        if cq is None:
+            same = status is GetMessageStatus.NO_MATCHED_LOGIC_QUEUE
+        else:
+            same = status is not GetMessageStatus.NO_MATCHED_LOGIC_QUEUE \
+                and cq.get_max_offset_in_queue() == max_offset and cq.get_min_offset_in_queue() == min_offset
+        if same:
+            self.stats.on_get(0, 0)
+        return same
+
     # ------------------------------------------------------------------ queries
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
