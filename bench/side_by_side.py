@@ -222,6 +222,7 @@ def main() -> int:
     print()
     print(text)
     if args.markdown:
+        args.markdown.parent.mkdir(parents=True, exist_ok=True)
         args.markdown.write_text(text)
         print(f"written to {args.markdown}")
     troubled = any(r.error or r.log_errors or not r.summary for r in results) or any(o.problems for o in others)

@@ -2,8 +2,11 @@
 
 1. fill: the load generator sends --backlog messages (batches of --backlog-batch x --size bytes,
    no consumer running);
-2. backlog (row ``backlog``): a fresh consumer group (push consumer, from the first offset) reads
-   them all: consume TPS from its first message to the last;
+2. backlog (row ``backlog``): first the pull round trip: one connection pulls 32 messages at a time
+   (the push consumer's pullBatchSize) from the queues in turn, one pull in flight, each answer
+   read whole before the next pull -- the time from a pull's send to its answer's last byte; then
+   a fresh consumer group (push consumer, from the first offset) reads them all: consume TPS from
+   its first message to the last;
 3. cold start (row ``coldstart``): the server is stopped cleanly (SIGTERM) and started again on
    that store, timed from spawn until the NameServer routes the topic and the broker accepts a send;
    then killed (SIGKILL, every process of the kind) and started again: the same time, now with
@@ -12,6 +15,8 @@
 from __future__ import annotations
 
 import shlex
+import socket
+import statistics
 import time
 
 from compat_tests.servers import GET_ROUTEINFO_BY_TOPIC, LOOPBACK, ProbeError, remoting_call
@@ -30,9 +35,14 @@ from .harness import (
     run_loadgen,
     server_pids,
 )
+from .wire import FrameReader, request_frame
 
 SEND_MESSAGE = 10
+PULL_MESSAGE = 11
 TOPIC = "BenchBacklog"
+# The push consumer's pullBatchSize, and how many pulls the round-trip probe times.
+PULL_BATCH = 32
+ROUND_TRIP_PULLS = 3000
 # Give up on a restart after this long (Apache replays a torn 1 GiB store in well under this).
 RESTART_TIMEOUT_S = 600.0
 
@@ -67,6 +77,34 @@ def timed_start(server, topic: str) -> float:
     raise RuntimeError(f"{server.kind}: no route or send within {RESTART_TIMEOUT_S:.0f} s after start: {last}")
 
 
+def pull_round_trips(server, queues: int, pulls: int = ROUND_TRIP_PULLS) -> tuple[float, float, int]:
+    """Time ``pulls`` pulls of PULL_BATCH messages, one in flight, over one connection, the queues
+    in turn from offset 0: (median ms, mean ms, messages received). Both servers get the same
+    client, so a difference is the server's turnaround of a full pull."""
+    offsets = [0] * queues
+    times, received = [], 0
+    with socket.create_connection((LOOPBACK, server.config.ports.listen), timeout=10) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        reader = FrameReader(sock)
+        for i in range(pulls):
+            queue_id = i % queues
+            frame = request_frame(PULL_MESSAGE, {
+                "consumerGroup": "bench_rtt_cg", "topic": TOPIC, "queueId": str(queue_id),
+                "queueOffset": str(offsets[queue_id]), "maxMsgNums": str(PULL_BATCH), "sysFlag": "4",
+                "commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*", "subVersion": "0",
+                "expressionType": "TAG"}, i + 1)
+            t0 = time.perf_counter()
+            sock.sendall(frame)
+            header, body = reader.next_frame()
+            times.append(time.perf_counter() - t0)
+            if header.get("code") != 0:
+                raise RuntimeError(f"pull {i} of queue {queue_id} at {offsets[queue_id]}: {header}")
+            next_offset = int(header["extFields"]["nextBeginOffset"])
+            received += next_offset - offsets[queue_id]
+            offsets[queue_id] = next_offset
+    return 1e3 * statistics.median(times), 1e3 * statistics.fmean(times), received
+
+
 def commit_log_bytes(server) -> int:
     files = list((server.config.store_dir / "commitlog").glob("*"))
     return sum(f.stat().st_size for f in files if f.is_file())
@@ -99,6 +137,9 @@ def run(env: Env, kinds: list[str], rep: int) -> RowOutput:
             got["fill_tps"] = summary["send_tps"]
             got["commit_log_mib"] = commit_log_bytes(server) / 2**20
             if "backlog" in args.rows:
+                got["rtt_p50_ms"], got["rtt_avg_ms"], rtt_msgs = pull_round_trips(server, args.queues)
+                print(f"   -> pull round trip ({PULL_BATCH} msgs): p50 {got['rtt_p50_ms']:.3f} ms, "
+                      f"avg {got['rtt_avg_ms']:.3f} ms ({rtt_msgs:,} messages)", flush=True)
                 drain = [*java, *common, "--mode", "drain", "--group", "bench_backlog_cg",
                          "--drain-timeout", str(int(budget))]
                 (workdir / "drain.cmd").write_text(shlex.join(drain) + "\n")
@@ -129,6 +170,9 @@ def run(env: Env, kinds: list[str], rep: int) -> RowOutput:
                                         got.get("consume_tps"), "msg/s"))
             out.measures.append(Measure(f"backlog: {n} x {args.size} B", "server CPU per message read", kind,
                                         got.get("consume_cpu_us"), "µs", "lower"))
+            out.measures.append(Measure(f"backlog: {n} x {args.size} B",
+                                        f"pull round trip, {PULL_BATCH} messages, median", kind,
+                                        got.get("rtt_p50_ms"), "ms", "lower"))
         if "coldstart" in args.rows:
             out.measures.append(Measure(f"cold start: {n} messages in the store", "clean", kind,
                                         got.get("clean_start_s"), "s", "lower"))
@@ -136,11 +180,15 @@ def run(env: Env, kinds: list[str], rep: int) -> RowOutput:
                                         got.get("crash_start_s"), "s", "lower"))
     out.details = [f"Backlog / cold start ({args.backlog:,} messages of {args.size} B sent in batches of "
                    f"{args.backlog_batch} by 16 threads, no consumer; then a fresh consumer group reads them all; "
-                   "then stop + start, kill -9 + start on the same store):", "",
-                   "| server | fill msg/s | commit log MiB | backlog consume msg/s | server CPU µs / msg read | "
-                   "start clean s | start after kill -9 s |", "|---|---:|---:|---:|---:|---:|---:|"]
+                   "then stop + start, kill -9 + start on the same store; the pull round trip is one connection pulling "
+                   f"{PULL_BATCH} messages at a time, one pull in flight, {ROUND_TRIP_PULLS:,} pulls, before the "
+                   "consumer starts):", "",
+                   "| server | fill msg/s | commit log MiB | pull round trip p50 / avg ms | backlog consume msg/s | "
+                   "server CPU µs / msg read | start clean s | start after kill -9 s |",
+                   "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for kind, got in rows:
         out.details.append(f"| {kind} | {fmt(got.get('fill_tps'))} | {fmt(got.get('commit_log_mib'))} | "
+                           f"{fmt(got.get('rtt_p50_ms'), '.3f')} / {fmt(got.get('rtt_avg_ms'), '.3f')} | "
                            f"{fmt(got.get('consume_tps'))} | {fmt(got.get('consume_cpu_us'), '.1f')} | "
                            f"{fmt(got.get('clean_start_s'), '.2f')} | {fmt(got.get('crash_start_s'), '.2f')} |")
     return out
