@@ -501,11 +501,12 @@ def decode_messages(buf: ReadBuffer) -> list[MessageExt]:
 
 
 def check_record(buf: ReadBuffer, pos: int, limit: int, *, check_crc: bool = True,
-                 expected_offset: int | None = None) -> RecordInfo | int | None:
+                 expected_offset: int | None = None, info: bool = True) -> RecordInfo | int | None:
     """Validate the record at ``pos`` the way recovery does (Java ``checkMessageAndReturnSize``).
 
-    Returns a :class:`RecordInfo` for a valid record, ``0`` for a blank (end-of-file) record,
-    ``None`` for anything invalid. Stricter than Java, to detect a torn tail: PHYSICALOFFSET
+    Returns a :class:`RecordInfo` for a valid record (with ``info=False`` its size: the same
+    verdict, for a scan that only looks for the end of valid data), ``0`` for a blank
+    (end-of-file) record, ``None`` for anything invalid. Stricter than Java, to detect a torn tail: PHYSICALOFFSET
     must equal ``expected_offset`` (when given), the topic must be non-empty without NUL bytes,
     and a non-empty property string must not end with a zero byte (no real value ends with
     U+0000; a tail lost in a crash reads back as zeros).
@@ -543,6 +544,8 @@ def check_record(buf: ReadBuffer, pos: int, limit: int, *, check_crc: bool = Tru
         topic = topic_bytes.decode()
     except UnicodeDecodeError:
         return None
+    if not info:
+        return int(total_size)
     return RecordInfo(
         size=total_size, topic=topic, queue_id=queue_id, queue_offset=queue_offset,
         commit_log_offset=phy_offset, sys_flag=sys_flag, store_timestamp=store_ts,

@@ -60,8 +60,7 @@ def _scan(commit_log: CommitLog, index: int, check_crc: bool,
         walker = RecordWalker(mf.view, 0, mf.leading_data_end(), file_from_offset=mf.file_from_offset,
                               check_crc=check_crc)
         if queues is None:
-            for _ in walker:
-                pass
+            walker.skip_all()
         else:
             for record in walker:
                 if record.sys_flag & _TRANSACTION_MASK in _QUEUED_TYPES:   # a half record has no unit

@@ -402,6 +402,10 @@ class CommitLogWalkTarget(BaseTarget):
             walker = RecordWalker(data, 0, len(data), file_from_offset=base, check_crc=check_crc)
             infos = list(walker)
             expect(walker.end is not None and 0 <= walker.position <= len(data), "walker lost its place")
+            skipper = RecordWalker(data, 0, len(data), file_from_offset=base, check_crc=check_crc)
+            skipper.skip_all()
+            expect((skipper.end, skipper.position) == (walker.end, walker.position),
+                   "skip_all stopped elsewhere than the walk")
             walks.append(infos)
         check_record(data, 0, len(data))
         return data, base, walks[0], walks[1]
