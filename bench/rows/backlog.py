@@ -35,10 +35,9 @@ from .harness import (
     run_loadgen,
     server_pids,
 )
-from .wire import FrameReader, request_frame
+from .wire import FrameReader, pull_frame
 
 SEND_MESSAGE = 10
-PULL_MESSAGE = 11
 TOPIC = "BenchBacklog"
 # The push consumer's pullBatchSize, and how many pulls the round-trip probe times.
 PULL_BATCH = 32
@@ -88,11 +87,8 @@ def pull_round_trips(server, queues: int, pulls: int = ROUND_TRIP_PULLS) -> tupl
         reader = FrameReader(sock)
         for i in range(pulls):
             queue_id = i % queues
-            frame = request_frame(PULL_MESSAGE, {
-                "consumerGroup": "bench_rtt_cg", "topic": TOPIC, "queueId": str(queue_id),
-                "queueOffset": str(offsets[queue_id]), "maxMsgNums": str(PULL_BATCH), "sysFlag": "4",
-                "commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*", "subVersion": "0",
-                "expressionType": "TAG"}, i + 1)
+            frame = pull_frame("bench_rtt_cg", TOPIC, queue_id, offsets[queue_id], i + 1, sys_flag=4,
+                               max_nums=PULL_BATCH)
             t0 = time.perf_counter()
             sock.sendall(frame)
             header, body = reader.next_frame()

@@ -30,9 +30,8 @@ from .harness import (
     quiet_wait,
     server_pids,
 )
-from .wire import FrameReader, request_frame
+from .wire import FrameReader, pull_frame
 
-PULL_MESSAGE = 11
 TOPIC = "BenchIdle"
 # PullSysFlag: suspend (long polling) + the subscription carried in the request, as the push
 # consumer sends on its first pull (no heartbeat needed for the broker to filter).
@@ -57,11 +56,8 @@ class Poller(threading.Thread):
 
     def pull(self, queue_id: int) -> bytes:
         self.opaque += 1
-        return request_frame(PULL_MESSAGE, {
-            "consumerGroup": self.group, "topic": TOPIC, "queueId": str(queue_id), "queueOffset": "0",
-            "maxMsgNums": "32", "sysFlag": str(SYS_FLAG_SUSPEND_SUBSCRIPTION), "commitOffset": "0",
-            "suspendTimeoutMillis": str(SUSPEND_TIMEOUT_MS), "subscription": "*", "subVersion": "1",
-            "expressionType": "TAG"}, self.opaque * self.queues + queue_id)
+        return pull_frame(self.group, TOPIC, queue_id, 0, self.opaque * self.queues + queue_id,
+                          sys_flag=SYS_FLAG_SUSPEND_SUBSCRIPTION, suspend_ms=SUSPEND_TIMEOUT_MS, sub_version=1)
 
     def run(self) -> None:
         try:

@@ -21,6 +21,19 @@ def request_frame(code: int, ext_fields: dict[str, str], opaque: int, body: byte
     return struct.pack(">II", 4 + len(header) + len(body), len(header)) + header + body
 
 
+PULL_MESSAGE = 11
+
+
+def pull_frame(group: str, topic: str, queue_id: int, offset: int, opaque: int, *, sys_flag: int,
+               suspend_ms: int = 0, sub_version: int = 0, max_nums: int = 32) -> bytes:
+    """PULL_MESSAGE of ``max_nums`` messages with the subscription ``*`` (TAG) in the request."""
+    return request_frame(PULL_MESSAGE, {
+        "consumerGroup": group, "topic": topic, "queueId": str(queue_id), "queueOffset": str(offset),
+        "maxMsgNums": str(max_nums), "sysFlag": str(sys_flag), "commitOffset": "0",
+        "suspendTimeoutMillis": str(suspend_ms), "subscription": "*", "subVersion": str(sub_version),
+        "expressionType": "TAG"}, opaque)
+
+
 class FrameReader:
     """Reads whole response frames from a blocking socket: (header dict, body bytes)."""
 

@@ -215,7 +215,7 @@ class _QuietPull:
     """What a held tag pull's answer depends on, captured when it was suspended. While the queue
     still spans the same offsets and the basis (configs, subscription) is the same, re-running the
     pull at expiry -- as Apache's executeRequestWhenWakeup does -- would answer exactly this
-    remark and ext again; the hold service answers with them and skips the re-run, most of what
+    status and ext again; the hold service answers with them and skips the re-run, most of what
     an idle long-polling consumer costs the broker."""
     group: str
     topic: str
@@ -225,7 +225,6 @@ class _QuietPull:
     status: GetMessageStatus
     min_offset: int
     max_offset: int
-    remark: str
     ext: dict[str, str]
 
 
@@ -517,7 +516,7 @@ class PullMessageProcessor:
             if status in _QUIET_STATUSES and type(message_filter) is TagMessageFilter:
                 by_heartbeat = not sys_flag & FLAG_SUBSCRIPTION
                 quiet = _QuietPull(group, topic, queue_id, by_heartbeat, self._basis(group, topic, by_heartbeat),
-                                   status, result.min_offset, result.max_offset, status.name, ext)
+                                   status, result.min_offset, result.max_offset, ext)
             self.hold_service.suspend((topic, queue_id), _HeldPull(
                 channel, request, queue_offset, trio.current_time() + timeout_ms / 1000, message_filter, quiet))
             response = None
@@ -548,4 +547,4 @@ class PullMessageProcessor:
                                           quiet.max_offset):
             return None
         # ext is this pull's own: a held pull is answered once
-        return request.response(ResponseCode.PULL_NOT_FOUND, quiet.remark, quiet.ext)
+        return request.response(ResponseCode.PULL_NOT_FOUND, quiet.status.name, quiet.ext)

@@ -506,10 +506,10 @@ def check_record(buf: ReadBuffer, pos: int, limit: int, *, check_crc: bool = Tru
 
     Returns a :class:`RecordInfo` for a valid record (with ``info=False`` its size: the same
     verdict, for a scan that only looks for the end of valid data), ``0`` for a blank
-    (end-of-file) record, ``None`` for anything invalid. Stricter than Java, to detect a torn tail: PHYSICALOFFSET
-    must equal ``expected_offset`` (when given), the topic must be non-empty without NUL bytes,
-    and a non-empty property string must not end with a zero byte (no real value ends with
-    U+0000; a tail lost in a crash reads back as zeros).
+    (end-of-file) record, ``None`` for anything invalid. Stricter than Java, to detect a torn
+    tail: PHYSICALOFFSET must equal ``expected_offset`` (when given), the topic must be non-empty
+    without NUL bytes, and a non-empty property string must not end with a zero byte (no real
+    value ends with U+0000; a tail lost in a crash reads back as zeros).
     """
     if limit - pos < 8:
         return None
