@@ -7,7 +7,8 @@ PY := $(VENV)/bin/python
 
 .PHONY: standalone test bench fuzz clean docker-images
 
-$(VENV)/.installed: pyproject.toml
+# The C extension (pyrmq/codec/_native.c) is compiled by the editable install: rebuilt when it changes.
+$(VENV)/.installed: pyproject.toml pyrmq/codec/_native.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -U pip
 	$(PY) -m pip install -q -e ".[test,spark]"
@@ -36,4 +37,4 @@ fuzz: $(VENV)/.installed
 	$(PY) -m tests.fuzz.netfuzz --batches 500 --frames 200
 
 clean:
-	rm -rf $(VENV) .pyrmq compat_tests/.cache compat_tests/java/target
+	rm -rf $(VENV) .pyrmq compat_tests/.cache compat_tests/java/target build pyrmq/codec/*.so

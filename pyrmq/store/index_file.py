@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import functools
 import logging
-import operator
 
-from pyrmq.codec.message_props import java_string_hash
+from pyrmq.codec.native import INT32_MAX, INVALID_INDEX, index_put, index_put_py
+from pyrmq.codec.native import index_key_hash as index_key_hash
+from pyrmq.codec.native import topic_key_hash as topic_key_hash
 from pyrmq.codec.store_formats import (
     INDEX_HEADER,
     INDEX_HEADER_SIZE,
@@ -33,50 +34,12 @@ from pyrmq.store.mapped_file import FixedMapping
 
 log = logging.getLogger(__name__)
 
-INVALID_INDEX = 0  # slot value / prev link meaning "no item"
-INT32_MAX = 0x7FFF_FFFF
-_CRASH_ITEM = crash_points.armed("index.item_written")
+# Item, slot and header are written in one call (C when built). The crash point sits between
+# the item and the slot, so a process that arms it writes through the Python twin.
+_index_put = (functools.partial(index_put_py, after_item=functools.partial(crash_points.reach, "index.item_written"))
+              if crash_points.armed("index.item_written") else index_put)
 # Items are reserved this far ahead: 52,428 items per fallocate.
 ITEMS_RESERVE_CHUNK = 1024 * 1024
-
-
-def index_key_hash(key: str) -> int:
-    """``abs(key.hashCode())``, 0 when that is still negative (hashCode was Integer.MIN_VALUE)."""
-    return _abs_index_hash(java_string_hash(key) & 0xFFFF_FFFF)
-
-
-def _abs_index_hash(h: int) -> int:
-    """Java's ``Math.abs`` of the int32 whose bits are ``h``; 0 for Integer.MIN_VALUE (whose abs
-    stays negative: the index files hold 0 then)."""
-    if h & 0x8000_0000:
-        h = 0x1_0000_0000 - h
-    return h if h <= INT32_MAX else 0
-
-
-# Java's hash is linear: hash(p + q) = hash(p) * 31**len(q) + hash(q) (mod 2**32). An index key
-# is ``topic#key``, and a UNIQ_KEY's first 20 hex digits name its producer (address, pid, class
-# loader): only the last 12 (time and counter) change from message to message. So the hash of
-# everything before the key's last 12 characters is cached (for a short key: ``topic#``), and
-# each key hashes at most 12 characters.
-_TAIL = 12
-_TAIL_WEIGHTS = tuple(pow(31, i, 1 << 32) for i in reversed(range(_TAIL)))   # 31**11 .. 31**0
-_TAIL_SHIFTS = tuple(pow(31, n, 1 << 32) for n in range(_TAIL + 1))
-
-
-@functools.lru_cache(maxsize=4096)
-def _head_hash(head: str) -> int:
-    return java_string_hash(head) & 0xFFFF_FFFF
-
-
-def topic_key_hash(topic: str, key: str) -> int:
-    """``index_key_hash(f"{topic}#{key}")``, the hash of the key's repeating head cached."""
-    split = len(key) - _TAIL if len(key) > _TAIL else 0
-    tail = key[split:]
-    if not tail.isascii():
-        return index_key_hash(f"{topic}#{key}")
-    n = len(tail)
-    return _abs_index_hash((_head_hash(f"{topic}#{key[:split]}") * _TAIL_SHIFTS[n]
-                            + sum(map(operator.mul, tail.encode(), _TAIL_WEIGHTS[_TAIL - n:]))) & 0xFFFF_FFFF)
 
 
 class IndexFile(FixedMapping):
@@ -127,11 +90,6 @@ class IndexFile(FixedMapping):
             # a file opened at start-up has reserved == 0: its slot table (maybe sparse, written
             # by an older broker) is reserved too before any slot is written
             self.reserve(self.reserved, item_end)
-        mm = self.mm
-        slot_pos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * INDEX_SLOT_SIZE
-        (slot_value,) = INDEX_SLOT.unpack_from(mm, slot_pos)
-        if slot_value <= INVALID_INDEX or slot_value > count:
-            slot_value = INVALID_INDEX
         begin = self.begin_timestamp
         if begin <= 0:
             time_diff = 0
@@ -139,20 +97,18 @@ class IndexFile(FixedMapping):
             # Java: long division truncating toward zero, then clamped to [0, Int.MAX]
             delta = store_timestamp - begin
             time_diff = min(INT32_MAX, delta // 1000) if delta >= 0 else 0
-        INDEX_ITEM.pack_into(mm, self._items_start + count * INDEX_ITEM_SIZE,
-                             key_hash, phy_offset, time_diff, slot_value)
-        if _CRASH_ITEM:
-            crash_points.reach("index.item_written")
-        INDEX_SLOT.pack_into(mm, slot_pos, count)
         if count <= 1:
-            self.begin_phy_offset = phy_offset
-            self.begin_timestamp = store_timestamp
-        if slot_value == INVALID_INDEX:
-            self.hash_slot_count += 1
+            begin_phy_offset, begin_timestamp = phy_offset, store_timestamp
+        else:
+            begin_phy_offset, begin_timestamp = self.begin_phy_offset, begin
+        self.hash_slot_count = _index_put(self.mm, self.hash_slot_num, count, key_hash, phy_offset, time_diff,
+                                          begin_timestamp, store_timestamp, begin_phy_offset, phy_offset,
+                                          self.hash_slot_count)
+        self.begin_phy_offset = begin_phy_offset
+        self.begin_timestamp = begin_timestamp
         self.index_count = count + 1
         self.end_phy_offset = phy_offset
         self.end_timestamp = store_timestamp
-        self._write_header()
         return True
 
     def is_time_matched(self, begin: int, end: int) -> bool:

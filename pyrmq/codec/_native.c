@@ -1,0 +1,185 @@
+/*
+ * pyrmq.codec._native: the per-message byte work of the send path that pure Python does slowly
+ * (issue 14). Each function has a pure-Python twin that is the reference: the module that uses
+ * it falls back to the twin when this extension was not built (no C compiler), and
+ * tests/codec/test_native.py proves both write the same bytes and return the same values.
+ *
+ * The layouts are the ones declared in pyrmq/codec/store_formats.py (construct and struct); the
+ * sizes below are exported as constants and checked against those declarations at import time
+ * (pyrmq/codec/native.py), so a layout change cannot leave this file behind silently.
+ *
+ * Sans-I/O like the rest of the codec: buffers in, numbers out. Every write is bounds-checked
+ * against the buffer it goes into.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+#define INDEX_HEADER_SIZE 40
+#define INDEX_SLOT_SIZE 4
+#define INDEX_ITEM_SIZE 20
+
+static inline void put_be32(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+
+static inline void put_be64(unsigned char *p, uint64_t v)
+{
+    put_be32(p, (uint32_t)(v >> 32));
+    put_be32(p + 4, (uint32_t)v);
+}
+
+static inline int32_t get_be32(const unsigned char *p)
+{
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
+}
+
+/* Java's String.hashCode continued over the UTF-16 code units of s (a code point past the BMP
+ * is its surrogate pair, a lone surrogate is its own unit, as Java holds them). */
+static uint32_t java_hash_continue(uint32_t h, PyObject *s)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *u = (const Py_UCS1 *)data;
+        for (Py_ssize_t i = 0; i < n; i++)
+            h = 31u * h + u[i];
+    } else if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *u = (const Py_UCS2 *)data;
+        for (Py_ssize_t i = 0; i < n; i++)
+            h = 31u * h + u[i];
+    } else {
+        const Py_UCS4 *u = (const Py_UCS4 *)data;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_UCS4 c = u[i];
+            if (c >= 0x10000) {
+                c -= 0x10000;
+                h = 31u * h + (0xD800u + (c >> 10));
+                h = 31u * h + (0xDC00u + (c & 0x3FFu));
+            } else {
+                h = 31u * h + c;
+            }
+        }
+    }
+    return h;
+}
+
+PyDoc_STRVAR(topic_key_hash_doc,
+"topic_key_hash(topic, key) -> int\n\n"
+"The index hash of the key ``topic#key``: Java's Math.abs of its String.hashCode, 0 when that\n"
+"stays negative (Integer.MIN_VALUE).");
+
+static PyObject *topic_key_hash(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyUnicode_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "topic_key_hash(topic: str, key: str)");
+        return NULL;
+    }
+    uint32_t h = java_hash_continue(0, args[0]);
+    h = 31u * h + (uint32_t)'#';
+    h = java_hash_continue(h, args[1]);
+    int64_t v = (int32_t)h;
+    if (v < 0)
+        v = -v;
+    return PyLong_FromLongLong(v > INT32_MAX ? 0 : v);
+}
+
+PyDoc_STRVAR(index_put_doc,
+"index_put(mm, hash_slot_num, count, key_hash, phy_offset, time_diff, begin_timestamp,\n"
+"          end_timestamp, begin_phy_offset, end_phy_offset, hash_slot_count) -> int\n\n"
+"Write item ``count`` of an index file (its slot's previous item as its link), point the slot\n"
+"at it and write the header with ``count + 1`` items. Returns the header's hash slot count\n"
+"(one more when the slot was empty). Raises ValueError when the item is outside ``mm``.");
+
+static PyObject *index_put(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "index_put takes 11 arguments");
+        return NULL;
+    }
+    long long v[10];
+    for (int i = 0; i < 10; i++) {
+        v[i] = PyLong_AsLongLong(args[i + 1]);
+        if (v[i] == -1 && PyErr_Occurred())
+            return NULL;
+    }
+    long long hash_slot_num = v[0], count = v[1], key_hash = v[2], phy_offset = v[3], time_diff = v[4];
+    long long begin_timestamp = v[5], end_timestamp = v[6], begin_phy = v[7], end_phy = v[8];
+    long long hash_slot_count = v[9];
+    if (hash_slot_num <= 0 || count < 0 || count >= INT32_MAX || key_hash < 0 || key_hash > INT32_MAX
+        || time_diff < INT32_MIN || time_diff > INT32_MAX
+        || hash_slot_count < INT32_MIN || hash_slot_count >= INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "index_put: an argument is out of its field's range");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0)
+        return NULL;
+    unsigned char *base = (unsigned char *)view.buf;
+    long long items_start = INDEX_HEADER_SIZE + hash_slot_num * INDEX_SLOT_SIZE;
+    long long item_pos = items_start + count * INDEX_ITEM_SIZE;
+    if (item_pos + INDEX_ITEM_SIZE > (long long)view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "index_put: the item is past the end of the file");
+        return NULL;
+    }
+    long long slot_pos = INDEX_HEADER_SIZE + (key_hash % hash_slot_num) * INDEX_SLOT_SIZE;
+    int32_t slot_value = get_be32(base + slot_pos);
+    if (slot_value <= 0 || slot_value > count)
+        slot_value = 0;
+    unsigned char *item = base + item_pos;
+    put_be32(item, (uint32_t)key_hash);
+    put_be64(item + 4, (uint64_t)phy_offset);
+    put_be32(item + 12, (uint32_t)time_diff);
+    put_be32(item + 16, (uint32_t)slot_value);
+    put_be32(base + slot_pos, (uint32_t)count);
+    if (slot_value == 0)
+        hash_slot_count += 1;
+    put_be64(base, (uint64_t)begin_timestamp);
+    put_be64(base + 8, (uint64_t)end_timestamp);
+    put_be64(base + 16, (uint64_t)begin_phy);
+    put_be64(base + 24, (uint64_t)end_phy);
+    put_be32(base + 32, (uint32_t)hash_slot_count);
+    put_be32(base + 36, (uint32_t)(count + 1));
+    PyBuffer_Release(&view);
+    return PyLong_FromLongLong(hash_slot_count);
+}
+
+static PyMethodDef native_methods[] = {
+    {"topic_key_hash", (PyCFunction)(void (*)(void))topic_key_hash, METH_FASTCALL, topic_key_hash_doc},
+    {"index_put", (PyCFunction)(void (*)(void))index_put, METH_FASTCALL, index_put_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static int native_exec(PyObject *m)
+{
+    if (PyModule_AddIntConstant(m, "INDEX_HEADER_SIZE", INDEX_HEADER_SIZE) < 0
+        || PyModule_AddIntConstant(m, "INDEX_SLOT_SIZE", INDEX_SLOT_SIZE) < 0
+        || PyModule_AddIntConstant(m, "INDEX_ITEM_SIZE", INDEX_ITEM_SIZE) < 0)
+        return -1;
+    return 0;
+}
+
+static PyModuleDef_Slot native_slots[] = {
+    {Py_mod_exec, native_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef native_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "pyrmq.codec._native",
+    .m_doc = "The send path's per-message byte work in C; pyrmq.codec.native holds the Python twins.",
+    .m_size = 0,
+    .m_methods = native_methods,
+    .m_slots = native_slots,
+};
+
+PyMODINIT_FUNC PyInit__native(void)
+{
+    return PyModuleDef_Init(&native_module);
+}

@@ -1,0 +1,135 @@
+"""pyrmq.codec._native against its Python twins (pyrmq.codec.native): the same values, the same
+bytes written, the same refusals. Under CI=true the extension must have been built: a broker
+silently running the slow twins is a failure there, not a skip."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pyrmq.codec import native
+from pyrmq.codec.message_props import java_string_hash
+from pyrmq.codec.store_formats import INDEX_HEADER, INDEX_HEADER_SIZE, INDEX_ITEM, INDEX_ITEM_SIZE, INDEX_SLOT
+
+try:
+    from pyrmq.codec import _native
+except ImportError:
+    _native = None   # type: ignore[assignment]
+
+
+def test_the_extension_is_built_and_bound():
+    if _native is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("pyrmq.codec._native was not built (CI=true: pip install -e . must compile it)",
+                        pytrace=False)
+        pytest.skip("pyrmq.codec._native not built (no C compiler): the Python twins run")
+    if os.environ.get("PYRMQ_NATIVE", "1") != "0":
+        assert native.NATIVE
+        assert native.topic_key_hash is _native.topic_key_hash
+        assert native.index_put is _native.index_put
+
+
+needs_native = pytest.mark.skipif(_native is None, reason="pyrmq.codec._native not built")
+
+# Java strings hold UTF-16 units: past the BMP a character is a surrogate pair, and a lone
+# surrogate (a broken Java string) is one unit.
+_chars = st.one_of(st.characters(max_codepoint=0x7F), st.characters(),
+                   st.sampled_from(["\ud800", "\udfff", "\U0001f600", "\uffff", "#"]))
+
+
+@needs_native
+@settings(max_examples=500, deadline=None)
+@given(topic=st.text(_chars, max_size=30), key=st.text(_chars, max_size=60))
+def test_topic_key_hash_matches_the_twin(topic, key):
+    expected = native.topic_key_hash_py(topic, key)
+    assert _native.topic_key_hash(topic, key) == expected
+    h = java_string_hash(f"{topic}#{key}")
+    assert expected == (abs(h) if h != -2**31 else 0)
+
+
+@needs_native
+def test_topic_key_hash_of_integer_min_value_is_zero():
+    # "polygenelubricants".hashCode() is Integer.MIN_VALUE; a prefix whose hash is 0 keeps it so
+    n = (-(java_string_hash("T#") & 0xFFFFFFFF) * pow(31, 7, 1 << 32)) % (1 << 32)
+    digits = []
+    for _ in range(7):
+        n, d = divmod(n, 31)
+        digits.append(chr(d))
+    key = "".join(reversed(digits)) + "polygenelubricants"
+    assert java_string_hash("T#" + key) == -2**31
+    assert _native.topic_key_hash("T", key) == native.topic_key_hash_py("T", key) == 0
+
+
+@needs_native
+def test_topic_key_hash_refuses_what_is_not_two_strings():
+    with pytest.raises(TypeError):
+        _native.topic_key_hash("T", b"k")
+    with pytest.raises(TypeError):
+        _native.topic_key_hash("T")
+
+
+def _index_image(slots: int, items: int) -> bytearray:
+    return bytearray(INDEX_HEADER_SIZE + slots * 4 + items * INDEX_ITEM_SIZE)
+
+
+@needs_native
+@pytest.mark.parametrize("seed", range(20))
+def test_index_put_writes_the_twins_bytes(seed):
+    rnd = random.Random(seed)
+    slots, items = rnd.choice([(1, 40), (3, 60), (7, 200), (64, 300)])
+    a, b = _index_image(slots, items), _index_image(slots, items)
+    # a damaged slot table (values past the count, negative) must be read alike
+    for s in range(slots):
+        if rnd.random() < 0.3:
+            v = rnd.choice([-5, 0, 1, items + 10, 2**31 - 1])
+            INDEX_SLOT.pack_into(a, INDEX_HEADER_SIZE + 4 * s, v)
+            INDEX_SLOT.pack_into(b, INDEX_HEADER_SIZE + 4 * s, v)
+    count_a = count_b = rnd.randrange(1, 4)
+    hsc_a = hsc_b = rnd.randrange(0, 3)
+    begin_ts = rnd.randrange(0, 2**41)
+    for _ in range(items - count_a):
+        key_hash = rnd.choice([0, 2**31 - 1, rnd.randrange(2**31)])
+        phy = rnd.randrange(2**63)
+        diff = rnd.randrange(2**31)
+        end_ts = rnd.randrange(-2**63, 2**63)
+        args = (slots, count_a, key_hash, phy, diff, begin_ts, end_ts, rnd.randrange(2**40), phy, hsc_a)
+        hsc_a = _native.index_put(a, *args)
+        hsc_b = native.index_put_py(b, *args)
+        assert hsc_a == hsc_b
+        assert a == b
+        count_a += 1
+        count_b += 1
+    header = INDEX_HEADER.unpack_from(a, 0)
+    assert header[4:] == (hsc_a, count_a)
+    last = INDEX_ITEM.unpack_from(a, INDEX_HEADER_SIZE + slots * 4 + (count_a - 1) * INDEX_ITEM_SIZE)
+    assert last[1] == header[3]
+
+
+@needs_native
+def test_index_put_refuses_an_item_past_the_file_alike():
+    for put in (_native.index_put, native.index_put_py):
+        image = _index_image(4, 3)
+        before = bytes(image)
+        with pytest.raises(ValueError, match="past the end"):
+            put(image, 4, 3, 17, 0, 0, 0, 0, 0, 0, 0)
+        assert image == before   # nothing written
+
+
+@needs_native
+def test_index_put_refuses_fields_out_of_range_and_read_only_buffers():
+    image = _index_image(4, 8)
+    with pytest.raises(ValueError):
+        _native.index_put(image, 0, 1, 17, 0, 0, 0, 0, 0, 0, 0)      # no slots
+    with pytest.raises(ValueError):
+        _native.index_put(image, 4, 1, -1, 0, 0, 0, 0, 0, 0, 0)      # negative hash
+    with pytest.raises(ValueError):
+        _native.index_put(image, 4, 1, 17, 0, 2**31, 0, 0, 0, 0, 0)  # time diff past int32
+    with pytest.raises(OverflowError):
+        _native.index_put(image, 4, 1, 17, 2**63, 0, 0, 0, 0, 0, 0)  # offset past int64
+    with pytest.raises(BufferError):   # the Python twin's pack_into: TypeError
+        _native.index_put(bytes(image), 4, 1, 17, 0, 0, 0, 0, 0, 0, 0)
+    assert image == _index_image(4, 8)
