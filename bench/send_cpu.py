@@ -34,7 +34,7 @@ from rows.send import create_topics  # noqa: E402
 from compat_tests.servers import LOOPBACK, ServerConfig, allocate_ports  # noqa: E402
 from pyrmq.codec.message_batch import BatchEntry, encode_batch  # noqa: E402
 from pyrmq.codec.message_props import properties_to_string  # noqa: E402
-from pyrmq.codec.remoting import encode_command, make_request  # noqa: E402
+from pyrmq.codec.remoting import SerializeType, encode_command, make_request  # noqa: E402
 
 SEND_MESSAGE_V2 = 310
 SEND_BATCH_MESSAGE = 320
@@ -47,7 +47,8 @@ def topic_names(topics: int) -> list[str]:
     return [TOPIC] if topics <= 1 else [f"{TOPIC}_{i}" for i in range(topics)]
 
 
-def java_like_frames(topics: list[str], queues: int, size: int, batch: int) -> list[bytes]:
+def java_like_frames(topics: list[str], queues: int, size: int, batch: int,
+                     serialize_type: SerializeType = SerializeType.ROCKETMQ) -> list[bytes]:
     """One frame per topic and queue, queue by queue across the topics (as a producer sending
     to random topics touches them): the header fields and properties the Java client 4.9.8 sends."""
     body = os.urandom(size)
@@ -64,7 +65,7 @@ def java_like_frames(topics: list[str], queues: int, size: int, batch: int) -> l
             header["i"] = ""
             payload = encode_batch([BatchEntry(0, body, properties_to_string(props))] * batch)
         code = SEND_BATCH_MESSAGE if batch else SEND_MESSAGE_V2
-        frames.append(encode_command(make_request(code, header, payload)))
+        frames.append(encode_command(make_request(code, header, payload, serialize_type=serialize_type)))
     return frames
 
 
@@ -99,8 +100,13 @@ class Sender(threading.Thread):
                 (length,) = FRAME_LENGTH.unpack_from(buf, pos)
                 if len(buf) - pos < 4 + length:
                     break
-                # the response code follows the header length word in a JSON header
-                if b'"code":0' not in buf[pos + 8: pos + 40]:
+                # the answer's header is in the request's encoding: ROCKETMQ starts with the
+                # code (int16), JSON with its "code" member
+                if buf[pos + 4] == SerializeType.ROCKETMQ:
+                    ok = buf[pos + 8] == buf[pos + 9] == 0
+                else:
+                    ok = b'"code":0' in buf[pos + 8: pos + 40]
+                if not ok:
                     self.failed += 1
                     if self.failed == 1:
                         print("first failed answer:", bytes(buf[pos + 8: pos + min(4 + length, 400)]), flush=True)
@@ -166,6 +172,8 @@ def main() -> int:
     parser.add_argument("--queues", type=int, default=8)
     parser.add_argument("--topics", type=int, default=1, help="topics the sends spread over (the many-topics row: 1000)")
     parser.add_argument("--batch", type=int, default=0, help="messages per SEND_BATCH_MESSAGE (0: single sends)")
+    parser.add_argument("--serialize", choices=("rocketmq", "json"), default="rocketmq",
+                        help="the request headers' encoding (the side-by-side load generator's: rocketmq)")
     parser.add_argument("--broker-conf", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--profile", type=Path, help="write py-spy's hottest functions here")
     args = parser.parse_args()
@@ -178,7 +186,8 @@ def main() -> int:
         server.start()
         try:
             create_topics(server, TOPIC, args.topics, args.queues)
-            frames = java_like_frames(topic_names(args.topics), args.queues, args.size, args.batch)
+            frames = java_like_frames(topic_names(args.topics), args.queues, args.size, args.batch,
+                                      SerializeType[args.serialize.upper()])
             senders = [Sender((LOOPBACK, config.ports.listen), frames, args.window)
                        for _ in range(args.connections)]
             for s in senders:

@@ -14,6 +14,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 #define INDEX_HEADER_SIZE 40
 #define INDEX_SLOT_SIZE 4
@@ -150,9 +151,151 @@ static PyObject *index_put(PyObject *module, PyObject *const *args, Py_ssize_t n
     return PyLong_FromLongLong(hash_slot_count);
 }
 
+/* ---- remoting: the extFields of a ROCKETMQ binary header ---- */
+
+PyDoc_STRVAR(decode_ext_fields_doc,
+"decode_ext_fields(data, max_fields) -> dict[str, str]\n\n"
+"The extFields of a ROCKETMQ header: (uint16 key length, key, uint32 value length, value) until\n"
+"the end of ``data``, UTF-8; empty keys and values dropped, the last duplicate kept. Raises\n"
+"ValueError when a length overruns ``data`` or more than ``max_fields`` entries are kept,\n"
+"UnicodeDecodeError for text that is not UTF-8.");
+
+static PyObject *decode_ext_fields(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "decode_ext_fields(data, max_fields)");
+        return NULL;
+    }
+    Py_ssize_t max_fields = PyLong_AsSsize_t(args[1]);
+    if (max_fields == -1 && PyErr_Occurred())
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *p = (const unsigned char *)view.buf;
+    Py_ssize_t pos = 0, end = view.len;
+    PyObject *ext = PyDict_New();
+    if (ext == NULL)
+        goto fail;
+    while (pos < end) {
+        if (PyDict_GET_SIZE(ext) >= max_fields) {
+            PyErr_Format(PyExc_ValueError, "more than %zd extFields entries", max_fields);
+            goto fail;
+        }
+        if (end - pos < 2) {
+            PyErr_SetString(PyExc_ValueError, "truncated extFields key length");
+            goto fail;
+        }
+        Py_ssize_t key_len = ((Py_ssize_t)p[pos] << 8) | p[pos + 1];
+        pos += 2;
+        if (end - pos < key_len + 4) {
+            PyErr_SetString(PyExc_ValueError, "extFields key overruns the header");
+            goto fail;
+        }
+        Py_ssize_t key_at = pos;
+        pos += key_len;
+        uint32_t val_len32 = ((uint32_t)p[pos] << 24) | ((uint32_t)p[pos + 1] << 16)
+                             | ((uint32_t)p[pos + 2] << 8) | (uint32_t)p[pos + 3];
+        pos += 4;
+        if ((uint64_t)val_len32 > (uint64_t)(end - pos)) {
+            PyErr_SetString(PyExc_ValueError, "extFields value overruns the header");
+            goto fail;
+        }
+        Py_ssize_t val_len = (Py_ssize_t)val_len32;
+        PyObject *key = PyUnicode_DecodeUTF8((const char *)p + key_at, key_len, NULL);
+        if (key == NULL)
+            goto fail;
+        PyObject *value = PyUnicode_DecodeUTF8((const char *)p + pos, val_len, NULL);
+        if (value == NULL) {
+            Py_DECREF(key);
+            goto fail;
+        }
+        pos += val_len;
+        int rc = 0;
+        if (key_len && val_len)   /* Java decodes zero-length keys/values as null and drops them */
+            rc = PyDict_SetItem(ext, key, value);
+        Py_DECREF(key);
+        Py_DECREF(value);
+        if (rc < 0)
+            goto fail;
+    }
+    PyBuffer_Release(&view);
+    return ext;
+fail:
+    Py_XDECREF(ext);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+PyDoc_STRVAR(encode_ext_fields_doc,
+"encode_ext_fields(ext) -> bytes\n\n"
+"The extFields part of a ROCKETMQ header, its int32 length first: each entry whose key and\n"
+"value are not None as (int16 length, UTF-8 key, int32 length, UTF-8 value). Raises\n"
+"ValueError for a key longer than 65,535 bytes, UnicodeEncodeError for text UTF-8 cannot hold.");
+
+static PyObject *encode_ext_fields(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 1 || !PyDict_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "encode_ext_fields(ext: dict)");
+        return NULL;
+    }
+    PyObject *ext = args[0];
+    /* two passes: the sizes, then the bytes into one buffer of exactly that size */
+    Py_ssize_t total = 0, i = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(ext, &i, &key, &value)) {
+        if (key == Py_None || value == Py_None)
+            continue;
+        if (!PyUnicode_Check(key) || !PyUnicode_Check(value)) {
+            PyErr_SetString(PyExc_TypeError, "extFields keys and values are str");
+            return NULL;
+        }
+        Py_ssize_t kn, vn;
+        if (PyUnicode_AsUTF8AndSize(key, &kn) == NULL || PyUnicode_AsUTF8AndSize(value, &vn) == NULL)
+            return NULL;
+        if (kn > 0xFFFF) {
+            PyErr_SetString(PyExc_ValueError, "extFields key longer than 65535 bytes");
+            return NULL;
+        }
+        if (vn > 0x7FFFFFFF || total > PY_SSIZE_T_MAX - 6 - kn - vn) {
+            PyErr_SetString(PyExc_ValueError, "extFields value too long");
+            return NULL;
+        }
+        total += 6 + kn + vn;
+    }
+    if (total > 0x7FFFFFFF) {
+        PyErr_SetString(PyExc_ValueError, "extFields too long");
+        return NULL;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, 4 + total);
+    if (out == NULL)
+        return NULL;
+    unsigned char *w = (unsigned char *)PyBytes_AS_STRING(out);
+    put_be32(w, (uint32_t)total);
+    w += 4;
+    i = 0;
+    while (PyDict_Next(ext, &i, &key, &value)) {
+        if (key == Py_None || value == Py_None)
+            continue;
+        Py_ssize_t kn, vn;
+        const char *kb = PyUnicode_AsUTF8AndSize(key, &kn);   /* cached by the first pass */
+        const char *vb = PyUnicode_AsUTF8AndSize(value, &vn);
+        w[0] = (unsigned char)(kn >> 8);
+        w[1] = (unsigned char)kn;
+        memcpy(w + 2, kb, (size_t)kn);
+        w += 2 + kn;
+        put_be32(w, (uint32_t)vn);
+        memcpy(w + 4, vb, (size_t)vn);
+        w += 4 + vn;
+    }
+    return out;
+}
+
 static PyMethodDef native_methods[] = {
     {"topic_key_hash", (PyCFunction)(void (*)(void))topic_key_hash, METH_FASTCALL, topic_key_hash_doc},
     {"index_put", (PyCFunction)(void (*)(void))index_put, METH_FASTCALL, index_put_doc},
+    {"decode_ext_fields", (PyCFunction)(void (*)(void))decode_ext_fields, METH_FASTCALL, decode_ext_fields_doc},
+    {"encode_ext_fields", (PyCFunction)(void (*)(void))encode_ext_fields, METH_FASTCALL, encode_ext_fields_doc},
     {NULL, NULL, 0, NULL},
 };
 

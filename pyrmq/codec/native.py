@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import operator
 import os
+import struct
 from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -105,6 +106,63 @@ def index_put_py(mm: WriteBuffer, hash_slot_num: int, count: int, key_hash: int,
 
 
 # --------------------------------------------------------------------------------------------
+# Remoting: the extFields of a ROCKETMQ binary header (remoting.md)
+
+_U16 = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+
+
+def decode_ext_fields_py(data: bytes | memoryview, max_fields: int) -> dict[str, str]:
+    """The extFields of a ROCKETMQ header: (uint16 key length, key, uint32 value length, value)
+    until the end of ``data``, UTF-8. Empty keys and values are dropped (Java reads them as null),
+    the last duplicate is kept. Every length is checked before it is used: ValueError when one
+    overruns ``data`` or more than ``max_fields`` entries are kept, UnicodeDecodeError for text
+    that is not UTF-8."""
+    view = memoryview(data)
+    end = len(view)
+    pos = 0
+    ext: dict[str, str] = {}
+    while pos < end:
+        if len(ext) >= max_fields:
+            raise ValueError(f"more than {max_fields} extFields entries")
+        if end - pos < 2:
+            raise ValueError("truncated extFields key length")
+        (key_len,) = _U16.unpack_from(view, pos)
+        pos += 2
+        if end - pos < key_len + 4:
+            raise ValueError("extFields key overruns the header")
+        key_at = pos
+        pos += key_len
+        (val_len,) = _U32.unpack_from(view, pos)
+        pos += 4
+        if val_len > end - pos:
+            raise ValueError("extFields value overruns the header")
+        key = str(view[key_at:key_at + key_len], "utf-8")
+        value = str(view[pos:pos + val_len], "utf-8")
+        pos += val_len
+        if key and value:
+            ext[key] = value
+    return ext
+
+
+def encode_ext_fields_py(ext: dict[str, str]) -> bytes:
+    """The extFields part of a ROCKETMQ header, its uint32 length first: every entry whose key
+    and value are not None. ValueError for a key longer than 65,535 bytes, UnicodeEncodeError
+    for text UTF-8 cannot hold (a lone surrogate)."""
+    parts: list[bytes] = []
+    for key, value in ext.items():
+        if key is None or value is None:
+            continue
+        kb = key.encode("utf-8")
+        vb = value.encode("utf-8")
+        if len(kb) > 0xFFFF:
+            raise ValueError("extFields key longer than 65535 bytes")
+        parts += (_U16.pack(len(kb)), kb, _U32.pack(len(vb)), vb)
+    body = b"".join(parts)
+    return _U32.pack(len(body)) + body
+
+
+# --------------------------------------------------------------------------------------------
 # Binding
 
 
@@ -129,6 +187,10 @@ NATIVE: bool = _native_module is not None
 
 topic_key_hash: Callable[[str, str], int] = topic_key_hash_py
 index_put: Callable[..., int] = index_put_py
+decode_ext_fields: Callable[[bytes | memoryview, int], dict[str, str]] = decode_ext_fields_py
+encode_ext_fields: Callable[[dict[str, str]], bytes] = encode_ext_fields_py
 if _native_module is not None:
     topic_key_hash = _native_module.topic_key_hash
     index_put = _native_module.index_put
+    decode_ext_fields = _native_module.decode_ext_fields
+    encode_ext_fields = _native_module.encode_ext_fields

@@ -21,6 +21,7 @@ import construct as cs
 import orjson
 
 from pyrmq.codec.errors import ProtocolError
+from pyrmq.codec.native import decode_ext_fields, encode_ext_fields
 from pyrmq.codec.text import INT32_MAX, INT32_MIN, is_encodable, may_hold_surrogate, parse_java_int
 
 # Same default as RocketMQ's com.rocketmq.remoting.frameMaxLength: the whole frame, length word
@@ -317,31 +318,11 @@ def decode_rocketmq_header(data: bytes | memoryview) -> RemotingCommand:
         pos += 4
         if ext_len != size - pos:
             raise ProtocolError(f"extFields length {ext_len} does not match the header ({size - pos} left)")
-        ext: dict[str, str] | None = None
-        if ext_len:
-            ext = {}
-            end = pos + ext_len
-            while pos < end:
-                if len(ext) >= MAX_EXT_FIELDS:
-                    raise ProtocolError(f"more than {MAX_EXT_FIELDS} extFields entries")
-                if end - pos < 2:
-                    raise ProtocolError("truncated extFields key length")
-                (key_len,) = _INT16.unpack_from(view, pos)
-                pos += 2
-                if end - pos < key_len + 4:
-                    raise ProtocolError("extFields key overruns the header")
-                key = str(view[pos:pos + key_len], "utf-8")
-                pos += key_len
-                (val_len,) = _INT32.unpack_from(view, pos)
-                pos += 4
-                if val_len > end - pos:
-                    raise ProtocolError("extFields value overruns the header")
-                value = str(view[pos:pos + val_len], "utf-8")
-                pos += val_len
-                if key and value:   # Java decodes zero-length keys/values as null and drops them
-                    ext[key] = value
+        ext = decode_ext_fields(view[pos:], MAX_EXT_FIELDS) if ext_len else None
     except UnicodeDecodeError as exc:
         raise ProtocolError(f"ROCKETMQ header text is not UTF-8: {exc}") from None
+    except ValueError as exc:   # a length of the extFields past the header, or too many entries
+        raise ProtocolError(str(exc)) from None
     try:
         language_name = LanguageCode(language).name
     except ValueError:
@@ -357,20 +338,7 @@ def encode_rocketmq_header(cmd: RemotingCommand) -> bytes:
     remark = cmd.remark.encode("utf-8") if cmd.remark else b""
     parts.append(_INT32.pack(len(remark)))
     parts.append(remark)
-    ext_parts = []
-    if cmd.ext_fields:
-        for key, value in cmd.ext_fields.items():
-            if key is None or value is None:
-                continue
-            kb = key.encode("utf-8")
-            vb = value.encode("utf-8")
-            ext_parts.append(_INT16.pack(len(kb)))
-            ext_parts.append(kb)
-            ext_parts.append(_INT32.pack(len(vb)))
-            ext_parts.append(vb)
-    ext = b"".join(ext_parts)
-    parts.append(_INT32.pack(len(ext)))
-    parts.append(ext)
+    parts.append(encode_ext_fields(cmd.ext_fields or {}))
     return b"".join(parts)
 
 

@@ -133,3 +133,59 @@ def test_index_put_refuses_fields_out_of_range_and_read_only_buffers():
     with pytest.raises(BufferError):   # the Python twin's pack_into: TypeError
         _native.index_put(bytes(image), 4, 1, 17, 0, 0, 0, 0, 0, 0, 0)
     assert image == _index_image(4, 8)
+
+
+# ---- the extFields of a ROCKETMQ header
+
+_text = st.text(st.one_of(st.characters(max_codepoint=0x7F), st.characters(blacklist_categories=("Cs",))),
+                max_size=40)
+
+
+def _outcome(fn, *args):
+    """What ``fn`` returns, or the type and text of what it raises."""
+    try:
+        return ("ok", fn(*args))
+    except (ValueError, TypeError) as exc:
+        return (type(exc).__name__, str(exc))
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(ext=st.dictionaries(_text, st.one_of(_text, st.none()), max_size=12))
+def test_encode_ext_fields_matches_the_twin(ext):
+    encoded = _native.encode_ext_fields(ext)
+    assert encoded == native.encode_ext_fields_py(ext)
+    kept = {k: v for k, v in ext.items() if k and v}
+    assert _native.decode_ext_fields(encoded[4:], 1024) == kept
+
+
+@needs_native
+def test_encode_ext_fields_refuses_alike():
+    for ext in ({"k": "\ud800"}, {"\udfff": "v"}, {"k" * 65536: "v"}):
+        assert _outcome(_native.encode_ext_fields, ext)[0] == _outcome(native.encode_ext_fields_py, ext)[0] != "ok"
+
+
+@needs_native
+@settings(max_examples=1000, deadline=None)
+@given(ext=st.dictionaries(_text, _text, max_size=6), cuts=st.lists(st.integers(0, 300), max_size=3),
+       flips=st.lists(st.tuples(st.integers(0, 300), st.integers(0, 255)), max_size=4),
+       max_fields=st.integers(0, 8))
+def test_decode_ext_fields_matches_the_twin_on_damaged_input(ext, cuts, flips, max_fields):
+    data = bytearray(native.encode_ext_fields_py(ext)[4:])
+    for at, byte in flips:   # lengths and text bytes overwritten
+        if data:
+            data[at % len(data)] = byte
+    for cut in cuts:         # truncated
+        data = data[:cut] if cut < len(data) else data
+    data = bytes(data)
+    assert _outcome(_native.decode_ext_fields, data, max_fields) == _outcome(
+        native.decode_ext_fields_py, data, max_fields)
+    assert _outcome(_native.decode_ext_fields, memoryview(b"xx" + data)[2:], max_fields) == _outcome(
+        native.decode_ext_fields_py, data, max_fields)
+
+
+@needs_native
+@settings(max_examples=500, deadline=None)
+@given(data=st.binary(max_size=64))
+def test_decode_ext_fields_matches_the_twin_on_random_bytes(data):
+    assert _outcome(_native.decode_ext_fields, data, 4) == _outcome(native.decode_ext_fields_py, data, 4)
