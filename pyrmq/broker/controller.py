@@ -47,7 +47,7 @@ from pyrmq.broker.timer_service import TimerService
 from pyrmq.broker.topic_config import TopicConfigManager
 from pyrmq.broker.admin_processor import TRANSACTION_PENDING_KEY
 from pyrmq.broker.end_transaction import EndTransactionProcessor
-from pyrmq.codec import fastjson
+from pyrmq.codec import fastjson, native
 from pyrmq.broker.transaction_check import TransactionCheckService
 from pyrmq.broker.usage_admin_processor import register_usage_admin_processors
 from pyrmq.broker.inspect_processor import register_inspect_processors
@@ -385,8 +385,10 @@ class BrokerController:
                         nursery.start_soon(self.filter_server_manager.run, self.server.port)
                     if self.is_slave:
                         nursery.start_soon(self.slave_sync.run, client)
-                    log.info("broker %s (%s) ready: %s", self.config.broker_name, self.config.broker_cluster_name,
-                             self.config.broker_addr)
+                    log.info("broker %s (%s) ready: %s; the send path's byte work %s", self.config.broker_name,
+                             self.config.broker_cluster_name, self.config.broker_addr,
+                             "in C (pyrmq.codec._native)" if native.NATIVE
+                             else "in pure Python (the C extension is not built, or PYRMQ_NATIVE=0)")
                     task_status.started(self.server.port)
                     await self._stopping.wait()
                     await self._graceful_stop(client, nursery)

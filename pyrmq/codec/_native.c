@@ -1,15 +1,17 @@
 /*
  * pyrmq.codec._native: the per-message byte work of the send path that pure Python does slowly
- * (issue 14). Each function has a pure-Python twin that is the reference: the module that uses
- * it falls back to the twin when this extension was not built (no C compiler), and
- * tests/codec/test_native.py proves both write the same bytes and return the same values.
+ * (issue 14). Each function has a pure-Python twin next to the format it serves (index_codec,
+ * remoting, message_batch, message_props, message), which is the reference: pyrmq.codec.native
+ * binds the twin when this extension was not built (no C compiler), and
+ * tests/codec/test_native.py proves both write the same bytes, return the same values and refuse
+ * the same input.
  *
- * The layouts are the ones declared in pyrmq/codec/store_formats.py (construct and struct); the
- * sizes below are exported as constants and checked against those declarations at import time
- * (pyrmq/codec/native.py), so a layout change cannot leave this file behind silently.
+ * The layouts are the ones the codec declares (construct and struct). The sizes and positions
+ * used here are exported as constants and checked against those declarations when a function is
+ * bound, so a layout change cannot leave this file behind silently.
  *
- * Sans-I/O like the rest of the codec: buffers in, numbers out. Every write is bounds-checked
- * against the buffer it goes into.
+ * Sans-I/O like the rest of the codec: buffers in, values out. Every length read is checked
+ * before it is used and every write is bounds-checked against the buffer it goes into.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -151,6 +153,21 @@ static PyObject *index_put(PyObject *module, PyObject *const *args, Py_ssize_t n
     return PyLong_FromLongLong(hash_slot_count);
 }
 
+/* The (bytes-like, int limit) arguments of the splitters below: 0, or -1 with an exception set.
+ * On success the caller releases ``view``. */
+static int buffer_and_limit(PyObject *const *args, Py_ssize_t nargs, const char *usage, Py_buffer *view,
+                            Py_ssize_t *limit)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, usage);
+        return -1;
+    }
+    *limit = PyLong_AsSsize_t(args[1]);
+    if (*limit == -1 && PyErr_Occurred())
+        return -1;
+    return PyObject_GetBuffer(args[0], view, PyBUF_SIMPLE);
+}
+
 /* ---- remoting: the extFields of a ROCKETMQ binary header ---- */
 
 PyDoc_STRVAR(decode_ext_fields_doc,
@@ -162,15 +179,9 @@ PyDoc_STRVAR(decode_ext_fields_doc,
 
 static PyObject *decode_ext_fields(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "decode_ext_fields(data, max_fields)");
-        return NULL;
-    }
-    Py_ssize_t max_fields = PyLong_AsSsize_t(args[1]);
-    if (max_fields == -1 && PyErr_Occurred())
-        return NULL;
     Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+    Py_ssize_t max_fields;
+    if (buffer_and_limit(args, nargs, "decode_ext_fields(data, max_fields)", &view, &max_fields) < 0)
         return NULL;
     const unsigned char *p = (const unsigned char *)view.buf;
     Py_ssize_t pos = 0, end = view.len;
@@ -291,11 +302,214 @@ static PyObject *encode_ext_fields(PyObject *module, PyObject *const *args, Py_s
     return out;
 }
 
+/* ---- the body of a SEND_BATCH_MESSAGE ---- */
+
+#define BATCH_ENTRY_HEAD_SIZE 20   /* TOTALSIZE, MAGIC, BODYCRC, FLAG, BODYLEN */
+#define BATCH_ENTRY_OVERHEAD (BATCH_ENTRY_HEAD_SIZE + 2)
+
+PyDoc_STRVAR(split_batch_doc,
+"split_batch(body, max_entries) -> list[tuple[int, bytes, str]]\n\n"
+"The (flag, body, properties) of each entry of a batch send body, every length checked before\n"
+"it is used. Raises ValueError for a body that does not split into whole entries, has more\n"
+"than ``max_entries`` of them, or properties that are not UTF-8.");
+
+static PyObject *split_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer view;
+    Py_ssize_t max_entries;
+    if (buffer_and_limit(args, nargs, "split_batch(body, max_entries)", &view, &max_entries) < 0)
+        return NULL;
+    const unsigned char *p = (const unsigned char *)view.buf;
+    Py_ssize_t n = view.len, pos = 0;
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        goto fail;
+    while (pos < n) {
+        if (PyList_GET_SIZE(out) >= max_entries) {
+            PyErr_Format(PyExc_ValueError, "batch has more than %zd entries", max_entries);
+            goto fail;
+        }
+        if (n - pos < BATCH_ENTRY_OVERHEAD) {
+            PyErr_Format(PyExc_ValueError, "truncated batch entry at %zd", pos);
+            goto fail;
+        }
+        int32_t total_size = get_be32(p + pos);
+        int32_t flag = get_be32(p + pos + 12);
+        int32_t body_length = get_be32(p + pos + 16);
+        if (total_size < BATCH_ENTRY_OVERHEAD || total_size > n - pos) {
+            PyErr_Format(PyExc_ValueError, "batch entry size %d at %zd out of range", (int)total_size, pos);
+            goto fail;
+        }
+        Py_ssize_t end = pos + total_size;
+        Py_ssize_t q = pos + BATCH_ENTRY_HEAD_SIZE;
+        if (body_length < 0 || q + body_length + 2 > end) {
+            PyErr_Format(PyExc_ValueError, "batch entry body length %d at %zd out of range", (int)body_length, pos);
+            goto fail;
+        }
+        Py_ssize_t body_at = q;
+        q += body_length;
+        int16_t prop_length = (int16_t)(((uint16_t)p[q] << 8) | p[q + 1]);
+        q += 2;
+        if (prop_length < 0 || q + prop_length != end) {
+            PyErr_Format(PyExc_ValueError, "batch entry at %zd: size does not match its lengths", pos);
+            goto fail;
+        }
+        PyObject *props = PyUnicode_DecodeUTF8((const char *)p + q, prop_length, NULL);
+        if (props == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+                goto fail;
+            PyErr_Clear();
+            PyErr_Format(PyExc_ValueError, "batch entry at %zd: properties are not UTF-8", pos);
+            goto fail;
+        }
+        PyObject *entry = Py_BuildValue("(iy#N)", (int)flag, (const char *)p + body_at, (Py_ssize_t)body_length, props);
+        if (entry == NULL)
+            goto fail;
+        int rc = PyList_Append(out, entry);
+        Py_DECREF(entry);
+        if (rc < 0)
+            goto fail;
+        pos = end;
+    }
+    PyBuffer_Release(&view);
+    return out;
+fail:
+    Py_XDECREF(out);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+/* ---- a message's properties string ---- */
+
+PyDoc_STRVAR(string_to_properties_doc,
+"string_to_properties(s) -> dict[str, str]\n\n"
+"Java's string2messageProperties: ``name \\x01 value`` pairs separated by ``\\x02``; a pair whose\n"
+"name or value is empty (or that has no \\x01) is dropped, the last duplicate wins. None or ''\n"
+"gives {}.");
+
+static PyObject *string_to_properties(PyObject *module, PyObject *s)
+{
+    PyObject *result = PyDict_New();
+    if (result == NULL || s == Py_None)
+        return result;
+    if (!PyUnicode_Check(s)) {
+        Py_DECREF(result);
+        PyErr_SetString(PyExc_TypeError, "string_to_properties(s: str | None)");
+        return NULL;
+    }
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s), start = 0;
+    if (n == 0)
+        return result;
+    while (start <= n) {
+        Py_ssize_t sep = PyUnicode_FindChar(s, 0x02, start, n, 1);
+        if (sep == -2)
+            goto fail;
+        if (sep == -1)
+            sep = n;
+        Py_ssize_t p = PyUnicode_FindChar(s, 0x01, start, sep, 1);
+        if (p == -2)
+            goto fail;
+        /* the first \x01 must be neither the first nor the last character of the pair */
+        if (p > start && p < sep - 1) {
+            PyObject *name = PyUnicode_Substring(s, start, p);
+            if (name == NULL)
+                goto fail;
+            PyObject *value = PyUnicode_Substring(s, p + 1, sep);
+            if (value == NULL) {
+                Py_DECREF(name);
+                goto fail;
+            }
+            int rc = PyDict_SetItem(result, name, value);
+            Py_DECREF(name);
+            Py_DECREF(value);
+            if (rc < 0)
+                goto fail;
+        }
+        start = sep + 1;
+    }
+    return result;
+fail:
+    Py_DECREF(result);
+    return NULL;
+}
+
+/* ---- a CommitLog record ---- */
+
+#define QUEUE_OFFSET_POSITION 20
+#define PHYSICAL_OFFSET_POSITION 28
+
+PyDoc_STRVAR(write_record_doc,
+"write_record(buf, pos, head, body, tail, queue_offset, physical_offset, store_timestamp_at,\n"
+"             store_timestamp) -> int\n\n"
+"Write a record at ``buf[pos:]``: its fixed part ``head`` (encoded with zeros in the three\n"
+"fields only known at the append) with QUEUEOFFSET, PHYSICALOFFSET and, at ``store_timestamp_at``,\n"
+"STORETIMESTAMP filled in, then ``body`` and ``tail``. Returns the record's size. Raises\n"
+"ValueError when it does not fit ``buf`` or the positions fall outside ``head``.");
+
+static PyObject *write_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "write_record takes 9 arguments");
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    if (pos == -1 && PyErr_Occurred())
+        return NULL;
+    long long queue_offset = PyLong_AsLongLong(args[5]);
+    if (queue_offset == -1 && PyErr_Occurred())
+        return NULL;
+    long long physical_offset = PyLong_AsLongLong(args[6]);
+    if (physical_offset == -1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t ts_at = PyLong_AsSsize_t(args[7]);
+    if (ts_at == -1 && PyErr_Occurred())
+        return NULL;
+    long long store_timestamp = PyLong_AsLongLong(args[8]);
+    if (store_timestamp == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *result = NULL;
+    Py_buffer out, head, body, tail;
+    if (PyObject_GetBuffer(args[0], &out, PyBUF_WRITABLE) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(args[2], &head, PyBUF_SIMPLE) < 0)
+        goto release_out;
+    if (PyObject_GetBuffer(args[3], &body, PyBUF_SIMPLE) < 0)
+        goto release_head;
+    if (PyObject_GetBuffer(args[4], &tail, PyBUF_SIMPLE) < 0)
+        goto release_body;
+    Py_ssize_t total = head.len + body.len + tail.len;
+    if (pos < 0 || pos > out.len || total > out.len - pos
+        || ts_at < PHYSICAL_OFFSET_POSITION + 8 || ts_at > head.len - 8) {
+        PyErr_SetString(PyExc_ValueError, "write_record: the record does not fit the buffer or its head");
+        goto release_all;
+    }
+    unsigned char *w = (unsigned char *)out.buf + pos;
+    memcpy(w, head.buf, (size_t)head.len);
+    put_be64(w + QUEUE_OFFSET_POSITION, (uint64_t)queue_offset);
+    put_be64(w + PHYSICAL_OFFSET_POSITION, (uint64_t)physical_offset);
+    put_be64(w + ts_at, (uint64_t)store_timestamp);
+    memcpy(w + head.len, body.buf, (size_t)body.len);
+    memcpy(w + head.len + body.len, tail.buf, (size_t)tail.len);
+    result = PyLong_FromSsize_t(total);
+release_all:
+    PyBuffer_Release(&tail);
+release_body:
+    PyBuffer_Release(&body);
+release_head:
+    PyBuffer_Release(&head);
+release_out:
+    PyBuffer_Release(&out);
+    return result;
+}
+
 static PyMethodDef native_methods[] = {
     {"topic_key_hash", (PyCFunction)(void (*)(void))topic_key_hash, METH_FASTCALL, topic_key_hash_doc},
     {"index_put", (PyCFunction)(void (*)(void))index_put, METH_FASTCALL, index_put_doc},
     {"decode_ext_fields", (PyCFunction)(void (*)(void))decode_ext_fields, METH_FASTCALL, decode_ext_fields_doc},
     {"encode_ext_fields", (PyCFunction)(void (*)(void))encode_ext_fields, METH_FASTCALL, encode_ext_fields_doc},
+    {"split_batch", (PyCFunction)(void (*)(void))split_batch, METH_FASTCALL, split_batch_doc},
+    {"string_to_properties", string_to_properties, METH_O, string_to_properties_doc},
+    {"write_record", (PyCFunction)(void (*)(void))write_record, METH_FASTCALL, write_record_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -303,7 +517,10 @@ static int native_exec(PyObject *m)
 {
     if (PyModule_AddIntConstant(m, "INDEX_HEADER_SIZE", INDEX_HEADER_SIZE) < 0
         || PyModule_AddIntConstant(m, "INDEX_SLOT_SIZE", INDEX_SLOT_SIZE) < 0
-        || PyModule_AddIntConstant(m, "INDEX_ITEM_SIZE", INDEX_ITEM_SIZE) < 0)
+        || PyModule_AddIntConstant(m, "INDEX_ITEM_SIZE", INDEX_ITEM_SIZE) < 0
+        || PyModule_AddIntConstant(m, "BATCH_ENTRY_HEAD_SIZE", BATCH_ENTRY_HEAD_SIZE) < 0
+        || PyModule_AddIntConstant(m, "QUEUE_OFFSET_POSITION", QUEUE_OFFSET_POSITION) < 0
+        || PyModule_AddIntConstant(m, "PHYSICAL_OFFSET_POSITION", PHYSICAL_OFFSET_POSITION) < 0)
         return -1;
     return 0;
 }
@@ -316,7 +533,7 @@ static PyModuleDef_Slot native_slots[] = {
 static struct PyModuleDef native_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "pyrmq.codec._native",
-    .m_doc = "The send path's per-message byte work in C; pyrmq.codec.native holds the Python twins.",
+    .m_doc = "The send path's per-message byte work in C; pyrmq.codec.native binds it or the Python twins.",
     .m_size = 0,
     .m_methods = native_methods,
     .m_slots = native_slots,

@@ -38,7 +38,9 @@ from pyrmq.codec.message_batch import (
     BatchEntryFormat,
     decode_batch,
     encode_batch,
+    split_batch,
 )
+from pyrmq.codec.native import native_function
 from pyrmq.codec.message_props import (
     BLANK_MAGIC_CODE,
     MAGIC_CODE_V1,
@@ -129,6 +131,7 @@ _HEAD = struct.Struct(">ii")  # TOTALSIZE, MAGIC
 _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
 _INT64 = struct.Struct(">q")
+_QUEUE_AND_PHYSICAL_OFFSET = struct.Struct(">qq")   # QUEUEOFFSET, PHYSICALOFFSET: adjacent
 _HOSTS_SHIFT = 4  # sys_flag bits 4 (born v6) and 5 (store v6) pick the prefix struct
 
 
@@ -166,33 +169,22 @@ def body_crc(body: bytes | memoryview) -> int:
 class PreparedRecord:
     """A record encoded except for the three fields only known inside the append lock.
 
-    ``prepare_record`` runs before the lock (CRC, UTF-8, host bytes); ``write_prepared_record``
-    fills QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP and writes into the buffer with one
-    ``pack_into`` for the fixed prefix and slice assignments for the variable tail.
+    ``prepare_record`` runs before the lock: CRC, UTF-8, host bytes, and the fixed part ``head``
+    packed with zeros in QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP; ``write_prepared_record``
+    copies head, body and tail into the buffer and fills those three (one C call when built).
     """
 
-    __slots__ = (
-        "total_size", "magic", "body_crc", "queue_id", "flag", "sys_flag", "born_timestamp",
-        "born_ip", "born_port", "store_ip", "store_port", "reconsume_times",
-        "prepared_transaction_offset", "body", "tail", "prefix",
-    )
+    __slots__ = ("total_size", "sys_flag", "store_ip", "store_port", "head", "body", "tail",
+                 "store_timestamp_at")
 
     total_size: int
-    magic: int
-    body_crc: int
-    queue_id: int
-    flag: int
     sys_flag: int
-    born_timestamp: int
-    born_ip: bytes
-    born_port: int
     store_ip: bytes
     store_port: int
-    reconsume_times: int
-    prepared_transaction_offset: int
+    head: bytes  # TOTALSIZE .. BODYLEN
     body: bytes
     tail: bytes  # TOPICLEN + TOPIC + PROPLEN + PROPERTIES
-    prefix: struct.Struct
+    store_timestamp_at: int  # STORETIMESTAMP's position in head
 
 
 def encode_topic_tail(topic_bytes: bytes, properties_bytes: bytes) -> tuple[int, bytes]:
@@ -244,41 +236,50 @@ def prepare_record(
             tail = encode_topic_tail(topic.encode(), properties.encode())
         except UnicodeEncodeError as e:  # lone surrogates cannot be stored
             raise MessageFormatError(f"topic or properties not encodable: {e}") from e
+    magic, tail_bytes = tail
+    prefix = _PREFIX_STRUCTS[_host_bits(sys_flag)]
     r = PreparedRecord()
-    r.magic, r.tail = tail
-    r.prefix = prefix = _PREFIX_STRUCTS[_host_bits(sys_flag)]
-    r.total_size = prefix.size + len(body) + len(r.tail)
-    r.body_crc = zlib.crc32(body) & 0x7FFFFFFF
-    r.queue_id = queue_id
-    r.flag = flag
+    r.total_size = total_size = prefix.size + len(body) + len(tail_bytes)
+    r.head = prefix.pack(
+        total_size, magic, zlib.crc32(body) & 0x7FFFFFFF, queue_id, flag, 0, 0, sys_flag, born_timestamp,
+        born_ip, born_host[1], 0, store_ip, store_host[1], reconsume_times, prepared_transaction_offset, len(body))
     r.sys_flag = sys_flag
-    r.born_timestamp = born_timestamp
-    r.born_ip = born_ip
-    r.born_port = born_host[1]
     r.store_ip = store_ip
     r.store_port = store_host[1]
-    r.reconsume_times = reconsume_times
-    r.prepared_transaction_offset = prepared_transaction_offset
     r.body = body
+    r.tail = tail_bytes
+    r.store_timestamp_at = store_timestamp_position(sys_flag)
     return r
+
+
+def write_record_py(buf: WriteBuffer, pos: int, head: bytes, body: bytes, tail: bytes, queue_offset: int,
+                    physical_offset: int, store_timestamp_at: int, store_timestamp: int) -> int:
+    """Write a record at ``buf[pos:]``: ``head`` with QUEUEOFFSET, PHYSICALOFFSET and (at
+    ``store_timestamp_at``) STORETIMESTAMP filled in, then ``body`` and ``tail``. Returns its
+    size; ValueError when it does not fit ``buf`` or the positions fall outside ``head``."""
+    h = len(head)
+    body_end = pos + h + len(body)
+    end = body_end + len(tail)
+    if pos < 0 or end > len(buf) or not PHYSICAL_OFFSET_POSITION + 8 <= store_timestamp_at <= h - 8:
+        raise ValueError("write_record: the record does not fit the buffer or its head")
+    buf[pos:pos + h] = head
+    _QUEUE_AND_PHYSICAL_OFFSET.pack_into(buf, pos + QUEUE_OFFSET_POSITION, queue_offset, physical_offset)
+    _INT64.pack_into(buf, pos + store_timestamp_at, store_timestamp)
+    buf[pos + h:body_end] = body
+    buf[body_end:end] = tail
+    return end - pos
+
+
+_write_record = native_function("write_record", write_record_py, {
+    "QUEUE_OFFSET_POSITION": QUEUE_OFFSET_POSITION, "PHYSICAL_OFFSET_POSITION": PHYSICAL_OFFSET_POSITION})
 
 
 def write_prepared_record(
     buf: WriteBuffer, pos: int, r: PreparedRecord, queue_offset: int, physical_offset: int, store_timestamp: int
 ) -> int:
     """Write ``r`` at ``buf[pos:]``; returns the record size. ``buf`` must have room."""
-    prefix = r.prefix
-    prefix.pack_into(
-        buf, pos,
-        r.total_size, r.magic, r.body_crc, r.queue_id, r.flag, queue_offset, physical_offset,
-        r.sys_flag, r.born_timestamp, r.born_ip, r.born_port, store_timestamp, r.store_ip,
-        r.store_port, r.reconsume_times, r.prepared_transaction_offset, len(r.body),
-    )
-    p = pos + prefix.size
-    end = p + len(r.body)
-    buf[p:end] = r.body
-    buf[end:end + len(r.tail)] = r.tail
-    return r.total_size
+    return _write_record(buf, pos, r.head, r.body, r.tail, queue_offset, physical_offset,
+                         r.store_timestamp_at, store_timestamp)
 
 
 def encode_message_record(buf: WriteBuffer, pos: int, *, queue_offset: int, physical_offset: int,
@@ -575,7 +576,7 @@ __all__ = [
     "MAX_PROPERTIES_LENGTH", "MAX_TOPIC_LENGTH_V1", "MessageConst",
     "MessageExt", "MessageFormatError", "MessageRecordV1", "MessageRecordV2", "MessageSysFlag",
     "NAME_VALUE_SEPARATOR", "PROPERTY_SEPARATOR", "PreparedRecord", "RecordInfo", "RecordLayout", "body_crc",
-    "bytes_to_host", "check_record", "create_offset_msg_id", "decode_batch", "decode_message",
+    "bytes_to_host", "check_record", "create_offset_msg_id", "decode_batch", "decode_message", "split_batch",
     "decode_messages", "decode_offset_msg_id", "decode_record_layout", "encode_batch", "encode_message_record",
     "encode_message_record_bytes", "encode_topic_tail", "host_to_bytes", "java_string_hash",
     "pickup_store_timestamp", "prepare_record", "record_properties_string", "properties_to_string", "property_value", "record_length",

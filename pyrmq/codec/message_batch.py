@@ -13,6 +13,7 @@ from typing import Iterable
 from construct import Bytes, Int16sb, Int32sb, Struct, this
 
 from pyrmq.codec.message_props import MAX_BATCH_ENTRIES, MAX_PROPERTIES_LENGTH, MessageFormatError
+from pyrmq.codec.native import native_function
 
 _INT16 = struct.Struct(">h")
 
@@ -41,37 +42,56 @@ class BatchEntry:
     properties: str
 
 
-def decode_batch(body: bytes | memoryview, max_entries: int = MAX_BATCH_ENTRIES) -> list[BatchEntry]:
-    """Split a batch send body into entries; every length is checked before slicing."""
+def split_batch_py(body: bytes | memoryview, max_entries: int) -> list[tuple[int, bytes, str]]:
+    """The (flag, body, properties) of each entry of a batch send body; every length is checked
+    before slicing. ValueError for a body that does not split into whole entries, has more than
+    ``max_entries`` of them, or properties that are not UTF-8."""
     mv = memoryview(body)
     n = len(mv)
     pos = 0
-    out: list[BatchEntry] = []
+    out: list[tuple[int, bytes, str]] = []
     while pos < n:
         if len(out) >= max_entries:
-            raise MessageFormatError(f"batch has more than {max_entries} entries")
+            raise ValueError(f"batch has more than {max_entries} entries")
         if n - pos < BATCH_ENTRY_OVERHEAD:
-            raise MessageFormatError(f"truncated batch entry at {pos}")
+            raise ValueError(f"truncated batch entry at {pos}")
         total_size, _magic, _crc, flag, body_length = BATCH_ENTRY_HEAD.unpack_from(mv, pos)
         if total_size < BATCH_ENTRY_OVERHEAD or total_size > n - pos:
-            raise MessageFormatError(f"batch entry size {total_size} at {pos} out of range")
+            raise ValueError(f"batch entry size {total_size} at {pos} out of range")
         end = pos + total_size
         p = pos + BATCH_ENTRY_HEAD.size
         if body_length < 0 or p + body_length + 2 > end:
-            raise MessageFormatError(f"batch entry body length {body_length} at {pos} out of range")
+            raise ValueError(f"batch entry body length {body_length} at {pos} out of range")
         entry_body = bytes(mv[p:p + body_length])
         p += body_length
         (prop_length,) = _INT16.unpack_from(mv, p)
         p += 2
         if prop_length < 0 or p + prop_length != end:
-            raise MessageFormatError(f"batch entry at {pos}: size does not match its lengths")
+            raise ValueError(f"batch entry at {pos}: size does not match its lengths")
         try:
             props = str(mv[p:end], "utf-8")
-        except UnicodeDecodeError as e:
-            raise MessageFormatError(f"batch entry at {pos}: {e}") from e
-        out.append(BatchEntry(flag, entry_body, props))
+        except UnicodeDecodeError:
+            raise ValueError(f"batch entry at {pos}: properties are not UTF-8") from None
+        out.append((flag, entry_body, props))
         pos = end
     return out
+
+
+_split_batch = native_function("split_batch", split_batch_py, {"BATCH_ENTRY_HEAD_SIZE": BATCH_ENTRY_HEAD.size})
+
+
+def split_batch(body: bytes | memoryview, max_entries: int = MAX_BATCH_ENTRIES) -> list[tuple[int, bytes, str]]:
+    """The (flag, body, properties) of each entry of a batch send body (C when built); raises
+    MessageFormatError for a malformed one."""
+    try:
+        return _split_batch(body, max_entries)
+    except ValueError as e:
+        raise MessageFormatError(str(e)) from None
+
+
+def decode_batch(body: bytes | memoryview, max_entries: int = MAX_BATCH_ENTRIES) -> list[BatchEntry]:
+    """Split a batch send body into entries; every length is checked before slicing."""
+    return [BatchEntry(*entry) for entry in split_batch(body, max_entries)]
 
 
 def encode_batch(entries: Iterable[BatchEntry]) -> bytes:

@@ -13,6 +13,7 @@ import socket
 import struct
 
 from pyrmq.codec.errors import ProtocolError
+from pyrmq.codec.native import native_function
 
 # --------------------------------------------------------------------------------------------
 # Constants
@@ -120,8 +121,9 @@ class MessageConst:
 # --------------------------------------------------------------------------------------------
 
 
-def string_to_properties(s: str | None) -> dict[str, str]:
-    """Java ``string2messageProperties``: empty names or values are dropped, last duplicate wins."""
+def string_to_properties_py(s: str | None) -> dict[str, str]:
+    """Java ``string2messageProperties``: empty names or values are dropped, last duplicate wins
+    (C when the extension is built: ``string_to_properties``)."""
     result: dict[str, str] = {}
     if not s:
         return result
@@ -131,6 +133,9 @@ def string_to_properties(s: str | None) -> dict[str, str]:
         if 0 < p < len(chunk) - 1:
             result[chunk[:p]] = chunk[p + 1 :]
     return result
+
+
+string_to_properties = native_function("string_to_properties", string_to_properties_py)
 
 
 def property_value(properties: str, name: str) -> str | None:
@@ -167,6 +172,7 @@ _HASHMAP_INITIAL_BUCKETS = 16
 
 
 @functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=4096)   # property names repeat message after message
 def _spread_hash(name: str) -> int:
     h = java_string_hash(name) & 0xFFFFFFFF
     return h ^ (h >> 16)

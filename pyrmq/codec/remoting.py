@@ -21,7 +21,7 @@ import construct as cs
 import orjson
 
 from pyrmq.codec.errors import ProtocolError
-from pyrmq.codec.native import decode_ext_fields, encode_ext_fields
+from pyrmq.codec.native import native_function
 from pyrmq.codec.text import INT32_MAX, INT32_MIN, is_encodable, may_hold_surrogate, parse_java_int
 
 # Same default as RocketMQ's com.rocketmq.remoting.frameMaxLength: the whole frame, length word
@@ -67,6 +67,7 @@ class LanguageCode(enum.IntEnum):
 
 
 _LANGUAGE_BY_NAME: Final = {lc.name: lc for lc in LanguageCode}
+_LANGUAGE_NAME_BY_CODE: Final = {int(lc): lc.name for lc in LanguageCode}
 
 
 @dataclass(slots=True)
@@ -300,6 +301,64 @@ def encode_json_header(cmd: RemotingCommand) -> bytes:
 # ROCKETMQ binary header
 
 
+# The extFields of a ROCKETMQ binary header: C when the extension is built (pyrmq.codec.native),
+# these twins otherwise.
+
+
+def decode_ext_fields_py(data: bytes | memoryview, max_fields: int) -> dict[str, str]:
+    """The extFields of a ROCKETMQ header: (uint16 key length, key, uint32 value length, value)
+    until the end of ``data``, UTF-8. Empty keys and values are dropped (Java reads them as null),
+    the last duplicate is kept. Every length is checked before it is used: ValueError when one
+    overruns ``data`` or more than ``max_fields`` entries are kept, UnicodeDecodeError for text
+    that is not UTF-8."""
+    view = memoryview(data)
+    end = len(view)
+    pos = 0
+    ext: dict[str, str] = {}
+    while pos < end:
+        if len(ext) >= max_fields:
+            raise ValueError(f"more than {max_fields} extFields entries")
+        if end - pos < 2:
+            raise ValueError("truncated extFields key length")
+        (key_len,) = _INT16.unpack_from(view, pos)
+        pos += 2
+        if end - pos < key_len + 4:
+            raise ValueError("extFields key overruns the header")
+        key_at = pos
+        pos += key_len
+        (val_len,) = _INT32.unpack_from(view, pos)
+        pos += 4
+        if val_len > end - pos:
+            raise ValueError("extFields value overruns the header")
+        key = str(view[key_at:key_at + key_len], "utf-8")
+        value = str(view[pos:pos + val_len], "utf-8")
+        pos += val_len
+        if key and value:
+            ext[key] = value
+    return ext
+
+
+def encode_ext_fields_py(ext: dict[str, str]) -> bytes:
+    """The extFields part of a ROCKETMQ header, its uint32 length first: every entry whose key
+    and value are not None. ValueError for a key longer than 65,535 bytes, UnicodeEncodeError
+    for text UTF-8 cannot hold (a lone surrogate)."""
+    parts: list[bytes] = []
+    for key, value in ext.items():
+        if key is None or value is None:
+            continue
+        kb = key.encode("utf-8")
+        vb = value.encode("utf-8")
+        if len(kb) > 0xFFFF:
+            raise ValueError("extFields key longer than 65535 bytes")
+        parts += (_INT16.pack(len(kb)), kb, _INT32.pack(len(vb)), vb)
+    body = b"".join(parts)
+    return _INT32.pack(len(body)) + body
+
+
+decode_ext_fields = native_function("decode_ext_fields", decode_ext_fields_py)
+encode_ext_fields = native_function("encode_ext_fields", encode_ext_fields_py)
+
+
 def decode_rocketmq_header(data: bytes | memoryview) -> RemotingCommand:
     view = memoryview(data)
     size = len(view)
@@ -323,12 +382,8 @@ def decode_rocketmq_header(data: bytes | memoryview) -> RemotingCommand:
         raise ProtocolError(f"ROCKETMQ header text is not UTF-8: {exc}") from None
     except ValueError as exc:   # a length of the extFields past the header, or too many entries
         raise ProtocolError(str(exc)) from None
-    try:
-        language_name = LanguageCode(language).name
-    except ValueError:
-        language_name = "OTHER"
     return RemotingCommand(code=code, opaque=opaque, flag=flag, remark=remark, ext_fields=ext,
-                           language=language_name, version=version,
+                           language=_LANGUAGE_NAME_BY_CODE.get(language, "OTHER"), version=version,
                            serialize_type=SerializeType.ROCKETMQ)
 
 

@@ -6,6 +6,7 @@ worker thread at the same time (see :mod:`pyrmq.store.mapped_file_queue`).
 
 from __future__ import annotations
 
+import struct
 import logging
 import time
 
@@ -18,7 +19,7 @@ from pyrmq.codec.message import (
     PROPERTY_SEPARATOR,
     RecordInfo,
     create_offset_msg_id,
-    decode_batch,
+    split_batch,
     encode_topic_tail,
     host_to_bytes,
     pickup_store_timestamp,
@@ -208,7 +209,7 @@ class CommitLog:
                 prepared_transaction_offset=msg.prepared_transaction_offset,
                 store_ip=self._store_ip(msg.store_host[0]),
             )
-        except (MessageFormatError, OSError, ValueError) as e:
+        except (MessageFormatError, OSError, ValueError, struct.error) as e:   # struct.error: a field past its range
             raise AppendError(PutMessageStatus.MESSAGE_ILLEGAL, str(e)) from e
         size = r.total_size
         if size > self._max_record_size:
@@ -242,7 +243,7 @@ class CommitLog:
     def append_batch(self, batch: MessageExtBatch) -> tuple[AppendMessageResult, list[RecordInfo]]:
         """Append each batch entry as its own record, consecutive queue offsets (message.md §5)."""
         try:
-            entries = decode_batch(batch.body)
+            entries = split_batch(batch.body)
         except MessageFormatError as e:
             raise AppendError(PutMessageStatus.MESSAGE_ILLEGAL, f"bad batch body: {e}") from e
         if not entries:
@@ -252,22 +253,22 @@ class CommitLog:
         store_ip = self._store_ip(batch.store_host[0])
         prepared = []
         try:
-            for entry in entries:
-                props = entry.properties
+            for entry_flag, entry_body, entry_props in entries:
+                props = entry_props
                 if props and not props.endswith(PROPERTY_SEPARATOR):
                     props += PROPERTY_SEPARATOR
                 props += batch_props
                 r = prepare_record(
-                    topic=batch.topic, queue_id=batch.queue_id, flag=entry.flag, body=entry.body,
+                    topic=batch.topic, queue_id=batch.queue_id, flag=entry_flag, body=entry_body,
                     properties=props, sys_flag=batch.sys_flag,
                     born_timestamp=batch.born_timestamp, born_host=batch.born_host,
                     store_host=batch.store_host, reconsume_times=batch.reconsume_times,
                     prepared_transaction_offset=0, store_ip=store_ip,
                     tail=encode_topic_tail(topic_bytes, props.encode()),
                 )
-                tags = property_value(entry.properties, _TAGS)
+                tags = property_value(entry_props, _TAGS)
                 prepared.append((r, props, tags_string_to_tags_code(tags)))
-        except (MessageFormatError, OSError, ValueError) as e:
+        except (MessageFormatError, OSError, ValueError, struct.error) as e:   # struct.error: a field past its range
             raise AppendError(PutMessageStatus.MESSAGE_ILLEGAL, str(e)) from e
         total = sum(r.total_size for r, _, _ in prepared)
         if total > self.config.mapped_file_size_commit_log - END_FILE_MIN_BLANK_LENGTH or any(

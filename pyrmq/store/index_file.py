@@ -17,9 +17,9 @@ from __future__ import annotations
 import functools
 import logging
 
-from pyrmq.codec.native import INT32_MAX, INVALID_INDEX, index_put, index_put_py
-from pyrmq.codec.native import index_key_hash as index_key_hash
-from pyrmq.codec.native import topic_key_hash as topic_key_hash
+from pyrmq.codec.index_codec import INT32_MAX, INVALID_INDEX, index_put, index_put_py
+from pyrmq.codec.index_codec import index_key_hash as index_key_hash
+from pyrmq.codec.index_codec import topic_key_hash as topic_key_hash
 from pyrmq.codec.store_formats import (
     INDEX_HEADER,
     INDEX_HEADER_SIZE,

@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pyrmq.codec import native
-from pyrmq.codec.message_props import java_string_hash
+from pyrmq.codec import index_codec, message, message_batch, message_props, native, remoting
+from pyrmq.codec.message_batch import BatchEntry, encode_batch
+from pyrmq.codec.message_props import MessageFormatError, java_string_hash
 from pyrmq.codec.store_formats import INDEX_HEADER, INDEX_HEADER_SIZE, INDEX_ITEM, INDEX_ITEM_SIZE, INDEX_SLOT
 
 try:
@@ -29,8 +30,13 @@ def test_the_extension_is_built_and_bound():
         pytest.skip("pyrmq.codec._native not built (no C compiler): the Python twins run")
     if os.environ.get("PYRMQ_NATIVE", "1") != "0":
         assert native.NATIVE
-        assert native.topic_key_hash is _native.topic_key_hash
-        assert native.index_put is _native.index_put
+        assert index_codec.topic_key_hash is _native.topic_key_hash
+        assert index_codec.index_put is _native.index_put
+        assert remoting.decode_ext_fields is _native.decode_ext_fields
+        assert remoting.encode_ext_fields is _native.encode_ext_fields
+        assert message_batch._split_batch is _native.split_batch
+        assert message_props.string_to_properties is _native.string_to_properties
+        assert message._write_record is _native.write_record
 
 
 needs_native = pytest.mark.skipif(_native is None, reason="pyrmq.codec._native not built")
@@ -45,7 +51,7 @@ _chars = st.one_of(st.characters(max_codepoint=0x7F), st.characters(),
 @settings(max_examples=500, deadline=None)
 @given(topic=st.text(_chars, max_size=30), key=st.text(_chars, max_size=60))
 def test_topic_key_hash_matches_the_twin(topic, key):
-    expected = native.topic_key_hash_py(topic, key)
+    expected = index_codec.topic_key_hash_py(topic, key)
     assert _native.topic_key_hash(topic, key) == expected
     h = java_string_hash(f"{topic}#{key}")
     assert expected == (abs(h) if h != -2**31 else 0)
@@ -61,7 +67,7 @@ def test_topic_key_hash_of_integer_min_value_is_zero():
         digits.append(chr(d))
     key = "".join(reversed(digits)) + "polygenelubricants"
     assert java_string_hash("T#" + key) == -2**31
-    assert _native.topic_key_hash("T", key) == native.topic_key_hash_py("T", key) == 0
+    assert _native.topic_key_hash("T", key) == index_codec.topic_key_hash_py("T", key) == 0
 
 
 @needs_native
@@ -98,7 +104,7 @@ def test_index_put_writes_the_twins_bytes(seed):
         end_ts = rnd.randrange(-2**63, 2**63)
         args = (slots, count_a, key_hash, phy, diff, begin_ts, end_ts, rnd.randrange(2**40), phy, hsc_a)
         hsc_a = _native.index_put(a, *args)
-        hsc_b = native.index_put_py(b, *args)
+        hsc_b = index_codec.index_put_py(b, *args)
         assert hsc_a == hsc_b
         assert a == b
         count_a += 1
@@ -111,7 +117,7 @@ def test_index_put_writes_the_twins_bytes(seed):
 
 @needs_native
 def test_index_put_refuses_an_item_past_the_file_alike():
-    for put in (_native.index_put, native.index_put_py):
+    for put in (_native.index_put, index_codec.index_put_py):
         image = _index_image(4, 3)
         before = bytes(image)
         with pytest.raises(ValueError, match="past the end"):
@@ -149,12 +155,30 @@ def _outcome(fn, *args):
         return (type(exc).__name__, str(exc))
 
 
+def _damaged(data: bytes, flips: list[tuple[int, int]], cuts: list[int]) -> bytes:
+    """``data`` with some bytes overwritten (lengths, flags, text) and cut short."""
+    out = bytearray(data)
+    for at, byte in flips:
+        if out:
+            out[at % len(out)] = byte
+    for cut in cuts:
+        out = out[:cut] if cut < len(out) else out
+    return bytes(out)
+
+
+def _assert_alike(c_function, twin, data: bytes, *args) -> None:
+    """The C function and its twin return or refuse alike, on bytes and on a view into a buffer."""
+    expected = _outcome(twin, data, *args)
+    assert _outcome(c_function, data, *args) == expected
+    assert _outcome(c_function, memoryview(b"xx" + data)[2:], *args) == expected
+
+
 @needs_native
 @settings(max_examples=300, deadline=None)
 @given(ext=st.dictionaries(_text, st.one_of(_text, st.none()), max_size=12))
 def test_encode_ext_fields_matches_the_twin(ext):
     encoded = _native.encode_ext_fields(ext)
-    assert encoded == native.encode_ext_fields_py(ext)
+    assert encoded == remoting.encode_ext_fields_py(ext)
     kept = {k: v for k, v in ext.items() if k and v}
     assert _native.decode_ext_fields(encoded[4:], 1024) == kept
 
@@ -162,7 +186,7 @@ def test_encode_ext_fields_matches_the_twin(ext):
 @needs_native
 def test_encode_ext_fields_refuses_alike():
     for ext in ({"k": "\ud800"}, {"\udfff": "v"}, {"k" * 65536: "v"}):
-        assert _outcome(_native.encode_ext_fields, ext)[0] == _outcome(native.encode_ext_fields_py, ext)[0] != "ok"
+        assert _outcome(_native.encode_ext_fields, ext)[0] == _outcome(remoting.encode_ext_fields_py, ext)[0] != "ok"
 
 
 @needs_native
@@ -171,21 +195,106 @@ def test_encode_ext_fields_refuses_alike():
        flips=st.lists(st.tuples(st.integers(0, 300), st.integers(0, 255)), max_size=4),
        max_fields=st.integers(0, 8))
 def test_decode_ext_fields_matches_the_twin_on_damaged_input(ext, cuts, flips, max_fields):
-    data = bytearray(native.encode_ext_fields_py(ext)[4:])
-    for at, byte in flips:   # lengths and text bytes overwritten
-        if data:
-            data[at % len(data)] = byte
-    for cut in cuts:         # truncated
-        data = data[:cut] if cut < len(data) else data
-    data = bytes(data)
-    assert _outcome(_native.decode_ext_fields, data, max_fields) == _outcome(
-        native.decode_ext_fields_py, data, max_fields)
-    assert _outcome(_native.decode_ext_fields, memoryview(b"xx" + data)[2:], max_fields) == _outcome(
-        native.decode_ext_fields_py, data, max_fields)
+    data = _damaged(remoting.encode_ext_fields_py(ext)[4:], flips, cuts)
+    _assert_alike(_native.decode_ext_fields, remoting.decode_ext_fields_py, data, max_fields)
 
 
 @needs_native
 @settings(max_examples=500, deadline=None)
 @given(data=st.binary(max_size=64))
 def test_decode_ext_fields_matches_the_twin_on_random_bytes(data):
-    assert _outcome(_native.decode_ext_fields, data, 4) == _outcome(native.decode_ext_fields_py, data, 4)
+    _assert_alike(_native.decode_ext_fields, remoting.decode_ext_fields_py, data, 4)
+
+
+# ---- the body of a SEND_BATCH_MESSAGE
+
+_entries = st.lists(st.tuples(st.integers(-2**31, 2**31 - 1), st.binary(max_size=40), _text), max_size=5)
+
+
+@needs_native
+@settings(max_examples=1000, deadline=None)
+@given(entries=_entries, cuts=st.lists(st.integers(0, 400), max_size=2),
+       flips=st.lists(st.tuples(st.integers(0, 400), st.integers(0, 255)), max_size=4),
+       max_entries=st.integers(0, 6))
+def test_split_batch_matches_the_twin_on_damaged_input(entries, cuts, flips, max_entries):
+    data = encode_batch([BatchEntry(*e) for e in entries])
+    if max_entries >= len(entries):
+        assert _native.split_batch(data, max_entries) == entries
+    _assert_alike(_native.split_batch, message_batch.split_batch_py, _damaged(data, flips, cuts), max_entries)
+
+
+@needs_native
+@settings(max_examples=500, deadline=None)
+@given(data=st.binary(max_size=80))
+def test_split_batch_matches_the_twin_on_random_bytes(data):
+    _assert_alike(_native.split_batch, message_batch.split_batch_py, data, 3)
+
+
+def test_a_malformed_batch_is_a_message_format_error():
+    with pytest.raises(MessageFormatError, match="truncated batch entry at 0"):
+        message_batch.decode_batch(b"\x00" * 10)
+    bad_text = encode_batch([BatchEntry(0, b"b", "ok")])[:-2] + b"\xff\xfe"
+    with pytest.raises(MessageFormatError, match="properties are not UTF-8"):
+        message_batch.decode_batch(bad_text)
+
+
+# ---- a message's properties string
+
+_props_chars = st.one_of(st.sampled_from(["\x01", "\x02", "a", "K", "\u00e9", "\U0001f600", "\ud800"]),
+                         st.characters())
+
+
+@needs_native
+@settings(max_examples=1000, deadline=None)
+@given(s=st.one_of(st.none(), st.text(_props_chars, max_size=60)))
+def test_string_to_properties_matches_the_twin(s):
+    assert _native.string_to_properties(s) == message_props.string_to_properties_py(s)
+
+
+@needs_native
+def test_string_to_properties_keeps_javas_rules():
+    s = "A\x011\x02\x01x\x02B\x01\x02C\x01\x01\x02A\x012\x02D\x01v\x01w\x02"
+    assert _native.string_to_properties(s) == message_props.string_to_properties_py(s) == {
+        "A": "2", "C": "\x01", "D": "v\x01w"}
+    with pytest.raises(TypeError):
+        _native.string_to_properties(b"A\x011")
+
+
+# ---- a CommitLog record
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(topic=st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=20),
+       body=st.binary(max_size=300), props=st.text(st.characters(blacklist_categories=("Cs",)), max_size=40),
+       born_v6=st.booleans(), store_v6=st.booleans(), pos=st.integers(0, 50),
+       queue_offset=st.integers(-2**63, 2**63 - 1), physical_offset=st.integers(-2**63, 2**63 - 1),
+       store_timestamp=st.integers(-2**63, 2**63 - 1))
+def test_write_record_writes_the_twins_bytes(topic, body, props, born_v6, store_v6, pos, queue_offset,
+                                             physical_offset, store_timestamp):
+    r = message.prepare_record(
+        topic=topic, queue_id=3, flag=7, body=body, properties=props, sys_flag=0, born_timestamp=1_700_000_000_000,
+        born_host=("::1" if born_v6 else "10.0.0.1", 5555), store_host=("fe80::2" if store_v6 else "10.0.0.2", 10911),
+        reconsume_times=2, prepared_transaction_offset=9)
+    a, b = bytearray(b"\xaa" * (pos + r.total_size + 5)), bytearray(b"\xaa" * (pos + r.total_size + 5))
+    args = (pos, r.head, r.body, r.tail, queue_offset, physical_offset, r.store_timestamp_at, store_timestamp)
+    assert _native.write_record(a, *args) == message.write_record_py(b, *args) == r.total_size
+    assert a == b
+    ext, size = message.decode_message(bytes(a[pos:pos + r.total_size]))
+    assert size == r.total_size
+    assert (ext.topic, ext.body, ext.queue_offset, ext.commit_log_offset, ext.store_timestamp) == (
+        topic, body, queue_offset, physical_offset, store_timestamp)
+
+
+@needs_native
+def test_write_record_refuses_what_does_not_fit_alike():
+    r = message.prepare_record(topic="T", queue_id=0, flag=0, body=b"x" * 10, properties="", sys_flag=0,
+                               born_timestamp=0, born_host=("10.0.0.1", 1), store_host=("10.0.0.2", 2))
+    for put in (_native.write_record, message.write_record_py):
+        buf = bytearray(r.total_size + 3)
+        for pos, at in ((4, r.store_timestamp_at), (-1, r.store_timestamp_at), (0, 8), (0, len(r.head) - 7)):
+            with pytest.raises(ValueError, match="does not fit"):
+                put(buf, pos, r.head, r.body, r.tail, 0, 0, at, 0)
+        assert buf == bytearray(r.total_size + 3)   # nothing written
+        with pytest.raises((TypeError, BufferError)):
+            put(bytes(buf), 0, r.head, r.body, r.tail, 0, 0, r.store_timestamp_at, 0)

@@ -1,0 +1,94 @@
+"""An index file's key hash and item insert (store.md §5), sans-I/O: buffers in, numbers out.
+
+The layouts are store_formats' declarations. ``topic_key_hash`` and ``index_put`` are C when
+the extension is built (pyrmq.codec.native), these ``*_py`` twins otherwise.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from pyrmq.codec.message_props import java_string_hash
+from pyrmq.codec.native import native_function
+from pyrmq.codec.store_formats import INDEX_HEADER, INDEX_HEADER_SIZE, INDEX_ITEM, INDEX_ITEM_SIZE, INDEX_SLOT, INDEX_SLOT_SIZE
+
+if TYPE_CHECKING:
+    from pyrmq.codec.message import WriteBuffer
+
+INT32_MAX = 0x7FFF_FFFF
+INVALID_INDEX = 0  # an index slot's value / an item's link meaning "no item"
+
+
+def index_key_hash(key: str) -> int:
+    """``abs(key.hashCode())``, 0 when that is still negative (hashCode was Integer.MIN_VALUE)."""
+    return _abs_index_hash(java_string_hash(key) & 0xFFFF_FFFF)
+
+
+def _abs_index_hash(h: int) -> int:
+    """Java's ``Math.abs`` of the int32 whose bits are ``h``; 0 for Integer.MIN_VALUE (whose abs
+    stays negative: the index files hold 0 then)."""
+    if h & 0x8000_0000:
+        h = 0x1_0000_0000 - h
+    return h if h <= INT32_MAX else 0
+
+
+# Java's hash is linear: hash(p + q) = hash(p) * 31**len(q) + hash(q) (mod 2**32). An index key
+# is ``topic#key``, and a UNIQ_KEY's first 20 hex digits name its producer (address, pid, class
+# loader): only the last 12 (time and counter) change from message to message. So the hash of
+# everything before the key's last 12 characters is cached (for a short key: ``topic#``), and
+# each key hashes at most 12 characters.
+_TAIL = 12
+_TAIL_WEIGHTS = tuple(pow(31, i, 1 << 32) for i in reversed(range(_TAIL)))   # 31**11 .. 31**0
+_TAIL_SHIFTS = tuple(pow(31, n, 1 << 32) for n in range(_TAIL + 1))
+
+
+@functools.lru_cache(maxsize=4096)
+def _head_hash(head: str) -> int:
+    return java_string_hash(head) & 0xFFFF_FFFF
+
+
+def topic_key_hash_py(topic: str, key: str) -> int:
+    """``index_key_hash(f"{topic}#{key}")``, the hash of the key's repeating head cached."""
+    split = len(key) - _TAIL if len(key) > _TAIL else 0
+    tail = key[split:]
+    if not tail.isascii():
+        return index_key_hash(f"{topic}#{key}")
+    n = len(tail)
+    return _abs_index_hash((_head_hash(f"{topic}#{key[:split]}") * _TAIL_SHIFTS[n]
+                            + sum(map(operator.mul, tail.encode(), _TAIL_WEIGHTS[_TAIL - n:]))) & 0xFFFF_FFFF)
+
+
+def index_put_py(mm: WriteBuffer, hash_slot_num: int, count: int, key_hash: int, phy_offset: int,
+                 time_diff: int, begin_timestamp: int, end_timestamp: int, begin_phy_offset: int,
+                 end_phy_offset: int, hash_slot_count: int,
+                 after_item: Callable[[], None] | None = None) -> int:
+    """Write item ``count`` of an index file (its slot's previous item as its link), point the
+    slot at it, and write the header (the given fields, ``count + 1`` items). Returns the
+    header's hash slot count: one more when the slot was empty. ``after_item`` runs between the
+    item and the slot (the store's crash point)."""
+    items_start = INDEX_HEADER_SIZE + hash_slot_num * INDEX_SLOT_SIZE
+    item_pos = items_start + count * INDEX_ITEM_SIZE
+    if item_pos + INDEX_ITEM_SIZE > len(mm):
+        raise ValueError("index_put: the item is past the end of the file")
+    slot_pos = INDEX_HEADER_SIZE + (key_hash % hash_slot_num) * INDEX_SLOT_SIZE
+    (slot_value,) = INDEX_SLOT.unpack_from(mm, slot_pos)
+    if slot_value <= INVALID_INDEX or slot_value > count:
+        slot_value = INVALID_INDEX
+    INDEX_ITEM.pack_into(mm, item_pos, key_hash, phy_offset, time_diff, slot_value)
+    if after_item is not None:
+        after_item()
+    INDEX_SLOT.pack_into(mm, slot_pos, count)
+    if slot_value == INVALID_INDEX:
+        hash_slot_count += 1
+    INDEX_HEADER.pack_into(mm, 0, begin_timestamp, end_timestamp, begin_phy_offset, end_phy_offset,
+                           hash_slot_count, count + 1)
+    return hash_slot_count
+
+
+_INDEX_LAYOUT = {"INDEX_HEADER_SIZE": INDEX_HEADER.size, "INDEX_SLOT_SIZE": INDEX_SLOT.size,
+                 "INDEX_ITEM_SIZE": INDEX_ITEM.size}
+topic_key_hash = native_function("topic_key_hash", topic_key_hash_py)
+index_put = native_function("index_put", index_put_py, _INDEX_LAYOUT)
