@@ -17,10 +17,23 @@ RUN useradd --system --uid 10001 --home-dir /data rocketmq && mkdir -p /data && 
 WORKDIR /opt/pyrmq
 COPY pyproject.toml README.md ./
 COPY pyrmq ./pyrmq
-# pip trusts the system's CA bundle (the base's, which has any CA the site added), not only its own
-RUN python3 -m venv /opt/pyrmq/venv \
+# pip trusts the system's CA bundle (the base's, which has any CA the site added), not only its own.
+# The C extension of the send path (pyrmq/codec/_native.c) needs a compiler and Python's headers for
+# the install: what is installed for it is purged in the same layer (every package that was not there
+# before, and the downloaded .debs), so the image keeps the built module only.
+RUN build_deps="" \
+ && if ! command -v gcc >/dev/null; then build_deps="gcc libc6-dev"; fi \
+ && if ! python3 -c "import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))"; then \
+      build_deps="$build_deps python3-dev"; fi \
+ && dpkg-query -W -f='${Package}\n' | sort > /tmp/packages-before \
+ && if [ -n "$build_deps" ]; then \
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $build_deps; fi \
+ && python3 -m venv /opt/pyrmq/venv \
  && PIP_CERT=/etc/ssl/certs/ca-certificates.crt /opt/pyrmq/venv/bin/pip install --no-cache-dir -q . \
- && rm -rf /root/.cache
+ && (cd / && /opt/pyrmq/venv/bin/python -c "import pyrmq.codec._native") \
+ && dpkg-query -W -f='${Package}\n' | sort | comm -13 /tmp/packages-before - > /tmp/packages-added \
+ && if [ -s /tmp/packages-added ]; then xargs apt-get purge -y -qq < /tmp/packages-added; fi \
+ && apt-get clean && rm -rf /var/lib/apt/lists/* /tmp/packages-* /root/.cache /opt/pyrmq/build
 ENV PATH=/opt/pyrmq/venv/bin:$PATH
 
 COPY conf/docker/ /etc/pyrmq/
