@@ -16,6 +16,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define INDEX_HEADER_SIZE 40
@@ -502,6 +503,103 @@ release_out:
     return result;
 }
 
+#define HASHMAP_INITIAL_BUCKETS 16   /* java.util.HashMap: 16 buckets, doubled past 3/4 in use */
+
+typedef struct {
+    uint32_t bucket;
+    Py_ssize_t order;   /* insertion order: the tie-break that makes the sort stable */
+    PyObject *name, *value;
+} property_slot;
+
+static int by_bucket(const void *a, const void *b)
+{
+    const property_slot *x = a, *y = b;
+    if (x->bucket != y->bucket)
+        return x->bucket < y->bucket ? -1 : 1;
+    return x->order < y->order ? -1 : (x->order > y->order);
+}
+
+PyDoc_STRVAR(properties_to_string_doc,
+"properties_to_string(props, entries_held=0) -> str\n\n"
+"Java's messageProperties2String: ``name \\x01 value`` pairs joined by ``\\x02``, in the iteration\n"
+"order of the Java HashMap they were put into (``props``' insertion order; ``entries_held``: the\n"
+"most entries that map held, which sized its buckets). None values are skipped.");
+
+static PyObject *properties_to_string(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || nargs > 2 || !PyDict_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "properties_to_string(props: dict, entries_held: int = 0)");
+        return NULL;
+    }
+    PyObject *props = args[0];
+    Py_ssize_t held = 0;
+    if (nargs == 2) {
+        held = PyLong_AsSsize_t(args[1]);
+        if (held == -1 && PyErr_Occurred())
+            return NULL;
+    }
+    Py_ssize_t size = PyDict_GET_SIZE(props);
+    if (held < size)
+        held = size;
+    uint64_t buckets = HASHMAP_INITIAL_BUCKETS;
+    while ((uint64_t)held > buckets * 3 / 4)
+        buckets *= 2;
+    uint32_t mask = (uint32_t)(buckets - 1);
+    property_slot *slots = PyMem_Malloc(sizeof(property_slot) * (size_t)(size ? size : 1));
+    if (slots == NULL)
+        return PyErr_NoMemory();
+    PyObject *result = NULL, *pieces = NULL;
+    Py_ssize_t n = 0, i = 0;
+    PyObject *name, *value;
+    while (PyDict_Next(props, &i, &name, &value)) {
+        if (value == Py_None)
+            continue;
+        if (!PyUnicode_Check(name) || !PyUnicode_Check(value)) {
+            PyErr_SetString(PyExc_TypeError, "property names and values are str");
+            goto done;
+        }
+        uint32_t h = java_hash_continue(0, name);
+        slots[n].bucket = (h ^ (h >> 16)) & mask;
+        slots[n].order = n;
+        slots[n].name = name;
+        slots[n].value = value;
+        n++;
+    }
+    qsort(slots, (size_t)n, sizeof(property_slot), by_bucket);
+    pieces = PyList_New(n ? 4 * n - 1 : 0);
+    if (pieces == NULL)
+        goto done;
+    PyObject *name_value = PyUnicode_FromOrdinal(0x01), *pair = PyUnicode_FromOrdinal(0x02);
+    if (name_value == NULL || pair == NULL) {
+        Py_XDECREF(name_value);
+        Py_XDECREF(pair);
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (k) {
+            Py_INCREF(pair);
+            PyList_SET_ITEM(pieces, 4 * k - 1, pair);
+        }
+        Py_INCREF(slots[k].name);
+        PyList_SET_ITEM(pieces, 4 * k, slots[k].name);
+        Py_INCREF(name_value);
+        PyList_SET_ITEM(pieces, 4 * k + 1, name_value);
+        Py_INCREF(slots[k].value);
+        PyList_SET_ITEM(pieces, 4 * k + 2, slots[k].value);
+    }
+    Py_DECREF(name_value);
+    Py_DECREF(pair);
+    PyObject *empty = PyUnicode_New(0, 0);
+    if (empty != NULL) {
+        result = PyUnicode_Join(empty, pieces);
+        Py_DECREF(empty);
+    }
+done:
+    Py_XDECREF(pieces);
+    PyMem_Free(slots);
+    return result;
+}
+
 static PyMethodDef native_methods[] = {
     {"topic_key_hash", (PyCFunction)(void (*)(void))topic_key_hash, METH_FASTCALL, topic_key_hash_doc},
     {"index_put", (PyCFunction)(void (*)(void))index_put, METH_FASTCALL, index_put_doc},
@@ -510,6 +608,8 @@ static PyMethodDef native_methods[] = {
     {"split_batch", (PyCFunction)(void (*)(void))split_batch, METH_FASTCALL, split_batch_doc},
     {"string_to_properties", string_to_properties, METH_O, string_to_properties_doc},
     {"write_record", (PyCFunction)(void (*)(void))write_record, METH_FASTCALL, write_record_doc},
+    {"properties_to_string", (PyCFunction)(void (*)(void))properties_to_string, METH_FASTCALL,
+     properties_to_string_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -520,7 +620,8 @@ static int native_exec(PyObject *m)
         || PyModule_AddIntConstant(m, "INDEX_ITEM_SIZE", INDEX_ITEM_SIZE) < 0
         || PyModule_AddIntConstant(m, "BATCH_ENTRY_HEAD_SIZE", BATCH_ENTRY_HEAD_SIZE) < 0
         || PyModule_AddIntConstant(m, "QUEUE_OFFSET_POSITION", QUEUE_OFFSET_POSITION) < 0
-        || PyModule_AddIntConstant(m, "PHYSICAL_OFFSET_POSITION", PHYSICAL_OFFSET_POSITION) < 0)
+        || PyModule_AddIntConstant(m, "PHYSICAL_OFFSET_POSITION", PHYSICAL_OFFSET_POSITION) < 0
+        || PyModule_AddIntConstant(m, "HASHMAP_INITIAL_BUCKETS", HASHMAP_INITIAL_BUCKETS) < 0)
         return -1;
     return 0;
 }

@@ -1,10 +1,13 @@
-# The C functions of _native.c; their Python twins and documentation are in native.py.
+# The C functions of _native.c; pyrmq.codec.native binds them, their Python twins sit next to their formats.
 from pyrmq.codec.message import WriteBuffer
 
 INDEX_HEADER_SIZE: int
 INDEX_SLOT_SIZE: int
 INDEX_ITEM_SIZE: int
 BATCH_ENTRY_HEAD_SIZE: int
+QUEUE_OFFSET_POSITION: int
+PHYSICAL_OFFSET_POSITION: int
+HASHMAP_INITIAL_BUCKETS: int
 
 def topic_key_hash(topic: str, key: str, /) -> int: ...
 def index_put(mm: WriteBuffer, hash_slot_num: int, count: int, key_hash: int, phy_offset: int,
@@ -14,3 +17,6 @@ def decode_ext_fields(data: bytes | memoryview, max_fields: int, /) -> dict[str,
 def encode_ext_fields(ext: dict[str, str], /) -> bytes: ...
 def split_batch(body: bytes | memoryview, max_entries: int, /) -> list[tuple[int, bytes, str]]: ...
 def string_to_properties(s: str | None, /) -> dict[str, str]: ...
+def write_record(buf: WriteBuffer, pos: int, head: bytes, body: bytes, tail: bytes, queue_offset: int,
+                 physical_offset: int, store_timestamp_at: int, store_timestamp: int, /) -> int: ...
+def properties_to_string(props: dict[str, str], entries_held: int = 0, /) -> str: ...

@@ -171,20 +171,20 @@ def real_destination(props: dict[str, str]) -> tuple[str, int] | None:
 _HASHMAP_INITIAL_BUCKETS = 16
 
 
-@functools.lru_cache(maxsize=4096)
 @functools.lru_cache(maxsize=4096)   # property names repeat message after message
 def _spread_hash(name: str) -> int:
     h = java_string_hash(name) & 0xFFFFFFFF
     return h ^ (h >> 16)
 
 
-def properties_to_string(props: dict[str, str], entries_held: int = 0) -> str:
+def properties_to_string_py(props: dict[str, str], entries_held: int = 0) -> str:
     """Java ``messageProperties2String``: ``name \\x01 value`` pairs joined by ``\\x02`` (no
     trailing separator), in the iteration order of the Java ``HashMap`` the pairs were put into
     (``props``' insertion order) -- so the stored bytes are the ones a Java broker writes.
 
     ``entries_held``: the most entries that map ever held, when some were removed since (its
-    bucket count grew with them).  ``None`` values are skipped.
+    bucket count grew with them).  ``None`` values are skipped. (C when the extension is built:
+    ``properties_to_string``.)
     """
     items = [(k, v) for k, v in props.items() if v is not None]
     buckets = _HASHMAP_INITIAL_BUCKETS
@@ -194,6 +194,10 @@ def properties_to_string(props: dict[str, str], entries_held: int = 0) -> str:
     # Within a bucket Java keeps insertion order (also across resizes): a stable sort by bucket.
     items.sort(key=lambda kv: _spread_hash(kv[0]) & mask)
     return PROPERTY_SEPARATOR.join(f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in items)
+
+
+properties_to_string = native_function("properties_to_string", properties_to_string_py,
+                                       {"HASHMAP_INITIAL_BUCKETS": _HASHMAP_INITIAL_BUCKETS})
 
 
 # Powers of 31 modulo 2**32: Java's hash is sum(unit_i * 31**(n-1-i)) mod 2**32, which map/sum

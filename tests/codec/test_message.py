@@ -110,7 +110,7 @@ def test_properties_order_is_the_java_brokers():
     # client string UNIQ_KEY, WAIT, TAGS; the broker added CLUSTER and dropped WAIT.
     props = {"UNIQ_KEY": "FD00", "WAIT": "true", "TAGS": "TagA", "CLUSTER": "DefaultCluster"}
     del props["WAIT"]
-    assert properties_to_string(props, entries_held=4) == "UNIQ_KEY\x01FD00\x02CLUSTER\x01DefaultCluster\x02TAGS\x01TagA"
+    assert properties_to_string(props, 4) == "UNIQ_KEY\x01FD00\x02CLUSTER\x01DefaultCluster\x02TAGS\x01TagA"
     many = {f"k{i}": str(i) for i in range(13)}   # 13 entries: the Java map has grown to 32 buckets
     assert properties_to_string(many).split("\x02")[:3] == ["k0\x010", "k1\x011", "k2\x012"]
 
