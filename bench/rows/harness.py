@@ -97,29 +97,32 @@ def export_pyrmq(rev: str, dest: Path) -> str:
     archive = subprocess.run(["git", "archive", commit, "pyrmq"], cwd=REPO, capture_output=True, check=True)
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
     os.environ["PYTHONPATH"] = os.pathsep.join([str(dest), *filter(None, [os.environ.get("PYTHONPATH")])])
-    _build_native(dest)
+    _build_native(commit, dest)
     return commit
 
 
-# setuptools' build_ext, as the install runs it for pyproject.toml's ext-modules
+# setuptools' build_ext over the revision's own ext-modules (pyproject.toml), as its install runs it
 _BUILD_EXT = """
+import sys, tomllib
 from setuptools import Distribution, Extension
 from setuptools.command.build_ext import build_ext
-cmd = build_ext(Distribution({"ext_modules": [Extension("pyrmq.codec._native", ["pyrmq/codec/_native.c"])]}))
+modules = tomllib.loads(sys.stdin.read()).get("tool", {}).get("setuptools", {}).get("ext-modules", [])
+cmd = build_ext(Distribution({"ext_modules": [Extension(m["name"], m["sources"]) for m in modules]}))
 cmd.inplace = True
 cmd.ensure_finalized()
 cmd.run()
 """
 
 
-def _build_native(dest: Path) -> None:
-    """Compile the exported revision's C extension next to its sources, as the editable install
-    does for the working tree (a revision from before it has none)."""
-    if not (dest / "pyrmq" / "codec" / "_native.c").exists():
-        return
-    done = subprocess.run([sys.executable, "-c", _BUILD_EXT], cwd=dest, capture_output=True, text=True, check=False)
+def _build_native(commit: str, dest: Path) -> None:
+    """Compile the exported revision's C extensions next to its sources, as the editable install
+    does for the working tree (a revision from before them has none)."""
+    pyproject = subprocess.run(["git", "show", f"{commit}:pyproject.toml"], cwd=REPO, capture_output=True,
+                               text=True, check=True).stdout
+    done = subprocess.run([sys.executable, "-c", _BUILD_EXT], cwd=dest, input=pyproject, capture_output=True,
+                          text=True, check=False)
     if done.returncode != 0:
-        raise RuntimeError(f"cannot build pyrmq.codec._native of the exported revision: {done.stderr[-2000:]}")
+        raise RuntimeError(f"cannot build the C extensions of the exported revision: {done.stderr[-2000:]}")
 
 
 class BenchPyrmqServer(PyrmqServer):

@@ -42,6 +42,18 @@ static inline int32_t get_be32(const unsigned char *p)
     return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
 }
 
+/* ``n`` int arguments into ``out``: 0, or -1 with the exception of the first that is not an int
+ * of 64 bits set. */
+static int int_args(PyObject *const *args, int n, long long *out)
+{
+    for (int i = 0; i < n; i++) {
+        out[i] = PyLong_AsLongLong(args[i]);
+        if (out[i] == -1 && PyErr_Occurred())
+            return -1;
+    }
+    return 0;
+}
+
 /* Java's String.hashCode continued over the UTF-16 code units of s (a code point past the BMP
  * is its surrogate pair, a lone surrogate is its own unit, as Java holds them). */
 static uint32_t java_hash_continue(uint32_t h, PyObject *s)
@@ -107,11 +119,8 @@ static PyObject *index_put(PyObject *module, PyObject *const *args, Py_ssize_t n
         return NULL;
     }
     long long v[10];
-    for (int i = 0; i < 10; i++) {
-        v[i] = PyLong_AsLongLong(args[i + 1]);
-        if (v[i] == -1 && PyErr_Occurred())
-            return NULL;
-    }
+    if (int_args(args + 1, 10, v) < 0)
+        return NULL;
     long long hash_slot_num = v[0], count = v[1], key_hash = v[2], phy_offset = v[3], time_diff = v[4];
     long long begin_timestamp = v[5], end_timestamp = v[6], begin_phy = v[7], end_phy = v[8];
     long long hash_slot_count = v[9];
@@ -453,21 +462,10 @@ static PyObject *write_record(PyObject *module, PyObject *const *args, Py_ssize_
         PyErr_SetString(PyExc_TypeError, "write_record takes 9 arguments");
         return NULL;
     }
-    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
-    if (pos == -1 && PyErr_Occurred())
+    long long pos, v[4];
+    if (int_args(args + 1, 1, &pos) < 0 || int_args(args + 5, 4, v) < 0)
         return NULL;
-    long long queue_offset = PyLong_AsLongLong(args[5]);
-    if (queue_offset == -1 && PyErr_Occurred())
-        return NULL;
-    long long physical_offset = PyLong_AsLongLong(args[6]);
-    if (physical_offset == -1 && PyErr_Occurred())
-        return NULL;
-    Py_ssize_t ts_at = PyLong_AsSsize_t(args[7]);
-    if (ts_at == -1 && PyErr_Occurred())
-        return NULL;
-    long long store_timestamp = PyLong_AsLongLong(args[8]);
-    if (store_timestamp == -1 && PyErr_Occurred())
-        return NULL;
+    long long queue_offset = v[0], physical_offset = v[1], ts_at = v[2], store_timestamp = v[3];
     PyObject *result = NULL;
     Py_buffer out, head, body, tail;
     if (PyObject_GetBuffer(args[0], &out, PyBUF_WRITABLE) < 0)
@@ -478,7 +476,7 @@ static PyObject *write_record(PyObject *module, PyObject *const *args, Py_ssize_
         goto release_head;
     if (PyObject_GetBuffer(args[4], &tail, PyBUF_SIMPLE) < 0)
         goto release_body;
-    Py_ssize_t total = head.len + body.len + tail.len;
+    long long total = (long long)head.len + body.len + tail.len;
     if (pos < 0 || pos > out.len || total > out.len - pos
         || ts_at < PHYSICAL_OFFSET_POSITION + 8 || ts_at > head.len - 8) {
         PyErr_SetString(PyExc_ValueError, "write_record: the record does not fit the buffer or its head");
@@ -491,7 +489,7 @@ static PyObject *write_record(PyObject *module, PyObject *const *args, Py_ssize_
     put_be64(w + ts_at, (uint64_t)store_timestamp);
     memcpy(w + head.len, body.buf, (size_t)body.len);
     memcpy(w + head.len + body.len, tail.buf, (size_t)tail.len);
-    result = PyLong_FromSsize_t(total);
+    result = PyLong_FromLongLong(total);
 release_all:
     PyBuffer_Release(&tail);
 release_body:
