@@ -1,10 +1,11 @@
 /*
- * pyrmq.codec._native: the per-message byte work of the send path that pure Python does slowly
- * (issue 14). Each function has a pure-Python twin next to the format it serves (index_codec,
- * remoting, message_batch, message_props, message), which is the reference: pyrmq.codec.native
- * binds the twin when this extension was not built (no C compiler), and
- * tests/codec/test_native.py proves both write the same bytes, return the same values and refuse
- * the same input.
+ * pyrmq.codec._native: the hot loops that pure Python does slowly (issue 14) -- the per-message
+ * byte work of the send path, and the NameServer's merge of a registration into its topic queue
+ * table. Each function has a pure-Python twin next to the format or table it serves
+ * (index_codec, remoting, message_batch, message_props, message, namesrv.route_info), which is
+ * the reference: pyrmq.codec.native binds the twin when this extension was not built (no C
+ * compiler), and tests/codec/test_native.py proves both write the same bytes, return the same
+ * values and refuse the same input.
  *
  * The layouts are the ones the codec declares (construct and struct). The sizes and positions
  * used here are exported as constants and checked against those declarations when a function is
@@ -598,6 +599,172 @@ done:
     return result;
 }
 
+/* ---- the NameServer's topic queue table ---- */
+
+/* the row members a route needs, by the names RegisteredTopic gives them (set in native_exec) */
+static PyObject *row_member_names[4];
+static PyObject *row_topic_name;
+
+PyDoc_STRVAR(merge_queue_datas_doc,
+"merge_queue_datas(table, broker_name, rows, interned, make) -> list[str]\n\n"
+"Point each registered row's topic at its queue data for ``broker_name`` in ``table`` (topic ->\n"
+"{broker name -> queue data}, the inner dicts shared between topics and never changed in place):\n"
+"``interned[key]`` with ``key = (broker_name, row.read_queue_nums, row.write_queue_nums, row.perm,\n"
+"row.topic_sys_flag)``, or ``make(*key)`` when the key is not there. A topic whose entry is\n"
+"already equal keeps its dict; the others get the copy with the entry set, one copy per distinct\n"
+"(dict, queue data) in the call. Returns the topics whose entry changed, in row order.");
+
+/* The queue data of a row: the previous row's when the members are equal (a broker's topics
+ * mostly share them), else the interned one or a new one. 0, or -1 with an exception. */
+static int row_queue_data(PyObject *row, PyObject *broker, PyObject *interned, PyObject *make,
+                          PyObject **last, PyObject **queue_data)
+{
+    PyObject *members[4] = {NULL, NULL, NULL, NULL};
+    int same = *queue_data != NULL;
+    for (int k = 0; k < 4; k++) {
+        members[k] = PyObject_GetAttr(row, row_member_names[k]);
+        if (members[k] == NULL)
+            goto fail;
+        /* equal as dict keys are: the lookup would find the same entry */
+        if (same && (same = PyObject_RichCompareBool(members[k], last[k], Py_EQ)) < 0)
+            goto fail;
+    }
+    if (!same) {
+        PyObject *key = PyTuple_Pack(5, broker, members[0], members[1], members[2], members[3]);
+        if (key == NULL)
+            goto fail;
+        PyObject *found = PyDict_GetItemWithError(interned, key);
+        if (found != NULL)
+            Py_INCREF(found);
+        else if (!PyErr_Occurred())
+            found = PyObject_Call(make, key, NULL);
+        Py_DECREF(key);
+        if (found == NULL)
+            goto fail;
+        Py_XSETREF(*queue_data, found);
+        for (int k = 0; k < 4; k++) {
+            Py_XSETREF(last[k], members[k]);
+            members[k] = NULL;
+        }
+    }
+    for (int k = 0; k < 4; k++)
+        Py_XDECREF(members[k]);
+    return 0;
+fail:
+    for (int k = 0; k < 4; k++)
+        Py_XDECREF(members[k]);
+    return -1;
+}
+
+/* 1 when ``old`` (a topic's dict, or NULL) must get ``queue_data`` for ``broker``, recording the
+ * topic in ``changed`` when it replaces a different entry; 0 when the entry is already equal;
+ * -1 with an exception. */
+static int needs_entry(PyObject *old, PyObject *broker, PyObject *queue_data, PyObject *topic, PyObject *changed)
+{
+    if (old == NULL)
+        return 1;
+    if (!PyDict_Check(old)) {
+        PyErr_SetString(PyExc_TypeError, "merge_queue_datas: a table entry is not a dict");
+        return -1;
+    }
+    PyObject *current = PyDict_GetItemWithError(old, broker);
+    if (current == NULL)
+        return PyErr_Occurred() ? -1 : 1;
+    if (current == queue_data)
+        return 0;
+    Py_INCREF(current);   /* the comparison may run Python code */
+    int differs = PyObject_RichCompareBool(current, queue_data, Py_NE);
+    Py_DECREF(current);
+    if (differs <= 0)
+        return differs;
+    return PyList_Append(changed, topic) < 0 ? -1 : 1;
+}
+
+/* The dict that replaces ``old`` (or NULL: a new topic) once ``queue_data`` is set for
+ * ``broker``: made once per distinct pair and kept in ``memo``, which holds both of the pair so
+ * their addresses stay theirs for the call. Borrowed (``memo`` owns it), or NULL with an exception. */
+static PyObject *replacement(PyObject *memo, PyObject *old, PyObject *broker, PyObject *queue_data)
+{
+    PyObject *old_id = PyLong_FromVoidPtr(old), *queue_data_id = PyLong_FromVoidPtr(queue_data);
+    PyObject *step = old_id != NULL && queue_data_id != NULL ? PyTuple_Pack(2, old_id, queue_data_id) : NULL;
+    Py_XDECREF(old_id);
+    Py_XDECREF(queue_data_id);
+    if (step == NULL)
+        return NULL;
+    PyObject *entry = PyDict_GetItemWithError(memo, step), *new = NULL;
+    if (entry != NULL) {
+        new = PyTuple_GET_ITEM(entry, 2);
+    } else if (!PyErr_Occurred()) {
+        PyObject *made = old != NULL ? PyDict_Copy(old) : PyDict_New();
+        if (made != NULL && PyDict_SetItem(made, broker, queue_data) == 0
+            && (entry = PyTuple_Pack(3, old != NULL ? old : Py_None, queue_data, made)) != NULL) {
+            if (PyDict_SetItem(memo, step, entry) == 0)
+                new = made;
+            Py_DECREF(entry);
+        }
+        Py_XDECREF(made);
+    }
+    Py_DECREF(step);
+    return new;
+}
+
+static PyObject *merge_queue_datas(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5 || !PyDict_Check(args[0]) || !PyDict_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "merge_queue_datas(table: dict, broker_name, rows, interned: dict, make)");
+        return NULL;
+    }
+    PyObject *table = args[0], *broker = args[1], *interned = args[3], *make = args[4];
+    PyObject *rows = PySequence_Fast(args[2], "merge_queue_datas: rows must be a sequence");
+    if (rows == NULL)
+        return NULL;
+    PyObject *changed = PyList_New(0), *memo = PyDict_New();
+    PyObject *last[4] = {NULL, NULL, NULL, NULL}, *queue_data = NULL, *topic = NULL, *old = NULL;
+    /* the previous row's step (borrowed: memo holds all three); most rows repeat it */
+    PyObject *step_old = NULL, *step_queue_data = NULL, *step_new = NULL;
+    if (changed == NULL || memo == NULL)
+        goto fail;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(rows); i++) {
+        PyObject *row = PySequence_Fast_GET_ITEM(rows, i);
+        if (row_queue_data(row, broker, interned, make, last, &queue_data) < 0
+            || (topic = PyObject_GetAttr(row, row_topic_name)) == NULL)
+            goto fail;
+        old = PyDict_GetItemWithError(table, topic);
+        if (old == NULL && PyErr_Occurred())
+            goto fail;
+        Py_XINCREF(old);   /* held while its entry is compared */
+        int needed = needs_entry(old, broker, queue_data, topic, changed);
+        if (needed < 0)
+            goto fail;
+        if (needed) {
+            if (step_new == NULL || old != step_old || queue_data != step_queue_data) {
+                PyObject *new = replacement(memo, old, broker, queue_data);
+                if (new == NULL)
+                    goto fail;
+                step_old = old;
+                step_queue_data = queue_data;
+                step_new = new;
+            }
+            if (PyDict_SetItem(table, topic, step_new) < 0)
+                goto fail;
+        }
+        Py_CLEAR(old);
+        Py_CLEAR(topic);
+    }
+    goto done;
+fail:
+    Py_CLEAR(changed);
+done:
+    for (int k = 0; k < 4; k++)
+        Py_XDECREF(last[k]);
+    Py_XDECREF(queue_data);
+    Py_XDECREF(topic);
+    Py_XDECREF(old);
+    Py_XDECREF(memo);
+    Py_DECREF(rows);
+    return changed;
+}
+
 static PyMethodDef native_methods[] = {
     {"topic_key_hash", (PyCFunction)(void (*)(void))topic_key_hash, METH_FASTCALL, topic_key_hash_doc},
     {"index_put", (PyCFunction)(void (*)(void))index_put, METH_FASTCALL, index_put_doc},
@@ -608,11 +775,19 @@ static PyMethodDef native_methods[] = {
     {"write_record", (PyCFunction)(void (*)(void))write_record, METH_FASTCALL, write_record_doc},
     {"properties_to_string", (PyCFunction)(void (*)(void))properties_to_string, METH_FASTCALL,
      properties_to_string_doc},
+    {"merge_queue_datas", (PyCFunction)(void (*)(void))merge_queue_datas, METH_FASTCALL, merge_queue_datas_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static int native_exec(PyObject *m)
 {
+    static const char *const member_names[4] = {"read_queue_nums", "write_queue_nums", "perm", "topic_sys_flag"};
+    for (int k = 0; k < 4; k++) {
+        if (row_member_names[k] == NULL && (row_member_names[k] = PyUnicode_InternFromString(member_names[k])) == NULL)
+            return -1;
+    }
+    if (row_topic_name == NULL && (row_topic_name = PyUnicode_InternFromString("topic_name")) == NULL)
+        return -1;
     if (PyModule_AddIntConstant(m, "INDEX_HEADER_SIZE", INDEX_HEADER_SIZE) < 0
         || PyModule_AddIntConstant(m, "INDEX_SLOT_SIZE", INDEX_SLOT_SIZE) < 0
         || PyModule_AddIntConstant(m, "INDEX_ITEM_SIZE", INDEX_ITEM_SIZE) < 0
@@ -632,7 +807,7 @@ static PyModuleDef_Slot native_slots[] = {
 static struct PyModuleDef native_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "pyrmq.codec._native",
-    .m_doc = "The send path's per-message byte work in C; pyrmq.codec.native binds it or the Python twins.",
+    .m_doc = "The hot loops of the send path and the NameServer in C; pyrmq.codec.native binds them or the Python twins.",
     .m_size = 0,
     .m_methods = native_methods,
     .m_slots = native_slots,

@@ -457,6 +457,10 @@ def foreign_protocol(head: bytes) -> str | None:
     return None
 
 
+# Frames at least this large are received as a list of chunks joined once (FrameDecoder._chunks).
+JOIN_ONCE_BYTES = 256 * 1024
+
+
 @dataclass
 class FrameDecoder:
     """Incremental frame decoder: bytes in, ``RemotingCommand`` out (or ``NEED_DATA``).
@@ -467,8 +471,22 @@ class FrameDecoder:
     max_frame_bytes: int = MAX_FRAME_BYTES
     _buffer: bytearray = field(default_factory=bytearray)
     _pos: int = 0
+    # The chunks of a large frame, kept as they came and joined once when it is whole: grown chunk
+    # by chunk, the buffer would be copied over and over (a 1.5 MiB registration body: ~8 times).
+    # Never a buffer of the announced size: a peer's memory is what it sent, not what it claims.
+    _chunks: list[bytes] | None = None
+    _chunked: int = 0
+    _frame_size: int = 0
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
+        chunks = self._chunks
+        if chunks is not None:
+            chunks.append(data if isinstance(data, bytes) else bytes(data))
+            self._chunked += len(data)
+            if self._chunked >= self._frame_size:
+                self._buffer, self._pos = bytearray().join(chunks), 0
+                self._chunks = None
+            return
         if self._pos:
             # Drop what was consumed before growing, so the buffer never holds dead frames.
             del self._buffer[:self._pos]
@@ -477,7 +495,7 @@ class FrameDecoder:
 
     @property
     def buffered(self) -> int:
-        return len(self._buffer) - self._pos
+        return self._chunked if self._chunks is not None else len(self._buffer) - self._pos
 
     def next_frame(self) -> RemotingCommand | _NeedData:
         buf = self._buffer
@@ -498,6 +516,9 @@ class FrameDecoder:
         if header_len > MAX_HEADER_BYTES:
             raise ProtocolError(f"header of {header_len} bytes exceeds the limit of {MAX_HEADER_BYTES}")
         if available < 4 + length:
+            if 4 + length >= JOIN_ONCE_BYTES:
+                self._chunks, self._chunked, self._frame_size = [bytes(buf[pos:])], available, 4 + length
+                self._buffer, self._pos = bytearray(), 0
             return NEED_DATA
         view = memoryview(buf)
         try:

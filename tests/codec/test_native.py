@@ -15,6 +15,7 @@ from pyrmq.codec import index_codec, message, message_batch, message_props, nati
 from pyrmq.codec.message_batch import BatchEntry, encode_batch
 from pyrmq.codec.message_props import MessageFormatError, java_string_hash
 from pyrmq.codec.store_formats import INDEX_HEADER, INDEX_HEADER_SIZE, INDEX_ITEM, INDEX_ITEM_SIZE, INDEX_SLOT
+from pyrmq.namesrv import route_info
 
 try:
     from pyrmq.codec import _native
@@ -38,6 +39,7 @@ def test_the_extension_is_built_and_bound():
         assert message_props.string_to_properties is _native.string_to_properties
         assert message._write_record is _native.write_record
         assert message_props.properties_to_string is _native.properties_to_string
+        assert route_info._merge_queue_datas is _native.merge_queue_datas
 
 
 needs_native = pytest.mark.skipif(_native is None, reason="pyrmq.codec._native not built")

@@ -86,6 +86,31 @@ def test_many_frames_in_one_receive():
     assert decode_all(data) == [g[1] for g in GOLDEN] * 10
 
 
+BIG_BODY = bytes(range(256)) * (remoting.JOIN_ONCE_BYTES // 256 + 3)
+
+
+@given(cuts=st.lists(st.integers(min_value=1, max_value=len(BIG_BODY) + 300), max_size=12),
+       tail=st.integers(min_value=0, max_value=3))
+def test_large_frames_joined_once_in_any_chunks(cuts, tail):
+    # a frame past JOIN_ONCE_BYTES is kept as its chunks and joined when whole; the frames after
+    # it, whole or cut, come out as if fed at once
+    big = frame(JAVA_ROUTE_REQUEST_HEADER, BIG_BODY)
+    small, expected = GOLDEN[3]
+    data = big + small + small[:tail]
+    decoder = FrameDecoder()
+    out: list[RemotingCommand] = []
+    fed = 0
+    for cut in sorted({min(c, len(data)) for c in cuts} | {len(data)}):
+        decoder.receive_data(data[fed:cut])
+        fed = cut
+        out.extend(decoder.frames())
+        decoded = (len(big) if out else 0) + (len(small) if len(out) > 1 else 0)
+        assert decoder.buffered == fed - decoded
+    assert [c.body for c in out] == [BIG_BODY, expected.body]
+    assert out[1] == expected
+    assert decoder.buffered == tail
+
+
 def test_rocketmq_header_layout_matches_spec():
     cmd = RemotingCommand(code=310, opaque=9, flag=0, remark="hi", ext_fields={"b": "T"},
                           language="JAVA", version=409, serialize_type=SerializeType.ROCKETMQ)
