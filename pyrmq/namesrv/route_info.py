@@ -31,6 +31,9 @@ BROKER_CHANNEL_EXPIRED_MS = 120_000
 
 PERM_READ = 4
 PERM_WRITE = 2
+# Route bodies kept (one per distinct inner dict of the topic table and JSON form queried); past
+# this many the cache starts over.
+MAX_CACHED_ROUTES = 1024
 # Distinct queue data kept interned; past this many (a flood of odd registrations) the table
 # starts over -- the routes keep the objects they hold.
 MAX_INTERNED_QUEUE_DATAS = 100_000
@@ -158,6 +161,16 @@ class RouteInfoManager:
         self.broker_live_table: dict[str, BrokerLiveInfo] = {}
         self.filter_server_table: dict[str, list[str]] = {}
         self._queue_datas: dict[tuple[str, Any, Any, Any, Any], QueueData] = {}
+        # (id(a topic's inner dict), standard) -> (that dict, its route body). A route is a
+        # function of the inner dict, the broker datas and the filter servers alone (no topic
+        # name in it): the topics sharing a dict share the body. Emptied by every change of
+        # those (_routes_changed).
+        self._route_bodies: dict[tuple[int, bool], tuple[dict[str, QueueData], bytes]] = {}
+
+    def _routes_changed(self) -> None:
+        """Every change of the broker datas, the filter servers or the topic table comes here:
+        the cached route bodies go."""
+        self._route_bodies.clear()
 
     # --- registration ---------------------------------------------------------------------
 
@@ -175,6 +188,7 @@ class RouteInfoManager:
         if broker_data is None:
             broker_data = BrokerData(cluster, broker_name)
             self.broker_addr_table[broker_name] = broker_data
+        addrs_before = dict(broker_data.broker_addrs)
         # The same address under another id means a slave became master (or back): replace it.
         for other_id in [i for i, a in broker_data.broker_addrs.items()
                          if a == broker_addr and i != broker_id]:
@@ -183,6 +197,8 @@ class RouteInfoManager:
         if old_addr != broker_addr:
             broker_data.set_addr(broker_id, broker_addr)
         register_first = register_first or old_addr is None
+        if broker_data.broker_addrs != addrs_before:
+            self._routes_changed()
 
         if topics is not None and broker_id == MASTER_ID:
             if register_first or self._topic_config_changed(broker_addr, data_version):
@@ -195,10 +211,13 @@ class RouteInfoManager:
             log.info("new broker registered: %s %s (id %d, cluster %s)", broker_name, broker_addr,
                      broker_id, cluster)
 
-        if filter_server_list:
-            self.filter_server_table[broker_addr] = list(filter_server_list)
-        else:
-            self.filter_server_table.pop(broker_addr, None)
+        filter_servers = list(filter_server_list) if filter_server_list else None
+        if filter_servers != self.filter_server_table.get(broker_addr):
+            self._routes_changed()
+            if filter_servers:
+                self.filter_server_table[broker_addr] = filter_servers
+            else:
+                self.filter_server_table.pop(broker_addr, None)
 
         if broker_id != MASTER_ID:
             master_addr = broker_data.broker_addrs.get(MASTER_ID)
@@ -233,6 +252,7 @@ class RouteInfoManager:
     def _update_queue_datas(self, broker_name: str, topics: list[RegisteredTopic]) -> None:
         """Each topic's queue data of ``broker_name`` from its registered topic configs (10,000
         of them every 30 s from a big broker: the loop is in C when the extension is built)."""
+        self._routes_changed()
         for topic in _merge_queue_datas(self.topic_queue_table, broker_name, topics, self._queue_datas,
                                         self._queue_data):
             log.info("topic %s queue data of %s changed", topic, broker_name)
@@ -252,6 +272,7 @@ class RouteInfoManager:
     # --- removal --------------------------------------------------------------------------
 
     def unregister_broker(self, cluster: str, broker_addr: str, broker_name: str, broker_id: int) -> None:
+        self._routes_changed()
         self.broker_live_table.pop(broker_addr, None)
         self.filter_server_table.pop(broker_addr, None)
         log.info("broker unregistered: %s %s (id %d)", broker_name, broker_addr, broker_id)
@@ -283,6 +304,7 @@ class RouteInfoManager:
         return channels
 
     def _destroy_broker(self, broker_addr: str, why: str) -> None:
+        self._routes_changed()
         self.broker_live_table.pop(broker_addr, None)
         self.filter_server_table.pop(broker_addr, None)
         log.warning("broker %s removed: %s", broker_addr, why)
@@ -294,6 +316,7 @@ class RouteInfoManager:
                 self._remove_broker_name(broker_name, None)
 
     def _remove_broker_name(self, broker_name: str, cluster: str | None) -> None:
+        self._routes_changed()
         for name, brokers in list(self.cluster_addr_table.items()):
             if cluster is not None and name != cluster:
                 continue
@@ -315,16 +338,32 @@ class RouteInfoManager:
 
     def delete_topic(self, topic: str) -> None:
         self.topic_queue_table.pop(topic, None)
+        self._routes_changed()
 
     # --- queries --------------------------------------------------------------------------
 
     def topic_route_body(self, topic: str, standard: bool, order_topic_conf: str | None = None) -> bytes | None:
         """GET_ROUTEINFO_BY_TOPIC's body (TopicRouteData in fastjson, or standard JSON), None when
-        no live broker serves ``topic``: the fragments joined in the member order fastjson sorts
-        them into (brokerDatas, filterServerTable, orderTopicConf, queueDatas)."""
+        no live broker serves ``topic``."""
         queues = self.topic_queue_table.get(topic)
         if not queues:
             return None
+        if order_topic_conf is not None:
+            return self._route_body(queues, standard, order_topic_conf)
+        key = (id(queues), standard)
+        cached = self._route_bodies.get(key)
+        if cached is not None and cached[0] is queues:
+            return cached[1]
+        body = self._route_body(queues, standard, None)
+        if body is not None:
+            if len(self._route_bodies) >= MAX_CACHED_ROUTES:
+                self._route_bodies.clear()
+            self._route_bodies[key] = (queues, body)
+        return body
+
+    def _route_body(self, queues: dict[str, QueueData], standard: bool, order_topic_conf: str | None) -> bytes | None:
+        """A route built from the tables: the fragments joined in the member order fastjson sorts
+        them into (brokerDatas, filterServerTable, orderTopicConf, queueDatas)."""
         brokers = self.broker_addr_table
         filter_servers = self.filter_server_table
         broker_parts = []
@@ -384,6 +423,7 @@ class RouteInfoManager:
         return namesrv_bodies.TopicList(tuple(topics), broker_addr or None)
 
     def change_write_perm(self, broker_name: str, wipe: bool) -> int:
+        self._routes_changed()
         count = 0
         table = self.topic_queue_table
         changed: dict[int, dict[str, QueueData]] = {}   # id(shared dict) -> its copy with the new perm

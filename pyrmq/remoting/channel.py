@@ -21,6 +21,7 @@ a failure inside the connection's tasks closes that connection with one log line
 
 from __future__ import annotations
 
+import enum
 import itertools
 import logging
 import math
@@ -65,6 +66,23 @@ DEFAULT_WRITE_TIMEOUT_S: Final = 30.0
 
 class RemotingTimeoutError(Exception):
     """No response arrived within the timeout."""
+
+
+
+class _Stretch(enum.Enum):
+    """How a stretch of reads ended (Channel._read_stretch)."""
+
+    END = 0         # the peer closed, failed or broke the protocol: the reader stops
+    THROTTLED = 1   # too much is owed to the peer: wait for it to drain, then read on
+
+
+class _ReadTimes:
+    """When the reader last decoded a frame, and since when the partial frame is arriving."""
+
+    __slots__ = ("last_frame_at", "partial_since")
+
+    def __init__(self, now: float) -> None:
+        self.last_frame_at = self.partial_since = now
 
 
 class ChannelClosedError(Exception):
@@ -344,44 +362,65 @@ class Channel:
 
     async def _reader(self, dispatcher: Dispatcher | None) -> None:
         decoder = FrameDecoder(max_frame_bytes=self.max_frame_bytes)
-        last_frame_at = partial_since = trio.current_time()
+        times = _ReadTimes(trio.current_time())
         while not self.closed:
-            deadline, reason = self._deadline(decoder, last_frame_at, partial_since)
-            data = None
-            with trio.move_on_at(deadline):
-                try:
-                    data = await self.peer.receive_some(RECEIVE_CHUNK)
-                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                    log.debug("read from %s failed: %s", self.remote_addr, exc)
-                    return
-            if data is None:
+            deadline, reason = self._deadline(decoder, times.last_frame_at, times.partial_since)
+            if trio.current_time() >= deadline:
                 log.warning("closing connection from %s: %s", self.remote_addr, reason)
                 return
+            # One cancel scope per stretch of reads, not one per read: a scope costs ~10 µs of
+            # trio's deadline bookkeeping, as much as serving a small request. The stretch makes
+            # the deadline earlier when a read does (a frame started); a later deadline is not
+            # applied at once: the scope fires early, and this loop finds the time left.
+            outcome = None   # the scope fired: the loop checks the deadline again
+            with trio.move_on_at(deadline) as scope:
+                outcome = await self._read_stretch(decoder, dispatcher, times, scope)
+            if outcome is _Stretch.THROTTLED:
+                await self.wait_writable()
+                # Time spent waiting for the peer to drain its answers is not held against its
+                # frame or idle deadline: we were not reading.
+                times.last_frame_at = times.partial_since = trio.current_time()
+            elif outcome is _Stretch.END:
+                return
+
+    async def _read_stretch(self, decoder: FrameDecoder, dispatcher: Dispatcher | None, times: _ReadTimes,
+                            scope: trio.CancelScope) -> _Stretch:
+        """Read and handle frames until the peer is gone or broke the protocol (END) or must be
+        throttled (THROTTLED); the caller's ``scope`` ends it at the deadline."""
+        while not self.closed:
+            try:
+                data = await self.peer.receive_some(RECEIVE_CHUNK)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                log.debug("read from %s failed: %s", self.remote_addr, exc)
+                return _Stretch.END
             if not data:
                 if decoder.buffered:
                     log.warning("closing connection from %s: truncated frame (%d bytes left at EOF)",
                                 self.remote_addr, decoder.buffered)
-                return
+                return _Stretch.END
             now = trio.current_time()
             if not decoder.buffered:
-                partial_since = now
+                times.partial_since = now
             decoder.receive_data(data)
             self._reading_batch = True
             try:
                 for cmd in decoder.frames():
-                    last_frame_at = partial_since = now   # what is left over started arriving now
+                    times.last_frame_at = times.partial_since = now   # what is left over started arriving now
                     self._handle(cmd, dispatcher)
             except ProtocolError as exc:
                 log.warning("closing connection from %s: %s", self.remote_addr, exc)
-                return
+                return _Stretch.END
             finally:
                 self._reading_batch = False
             self._write_now()
             if self._throttled():
-                await self.wait_writable()
-                # Time spent waiting for the peer to drain its answers is not held against its
-                # frame or idle deadline: we were not reading.
-                last_frame_at = partial_since = trio.current_time()
+                return _Stretch.THROTTLED
+            if decoder.buffered and self.frame_timeout:
+                # a frame started: its deadline may come before the scope's
+                deadline = times.partial_since + self.frame_timeout
+                if deadline < scope.deadline:
+                    scope.deadline = deadline
+        return _Stretch.END
 
     def _handle(self, cmd: RemotingCommand, dispatcher: Dispatcher | None) -> None:
         if cmd.invalid is not None:

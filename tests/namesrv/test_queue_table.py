@@ -124,3 +124,40 @@ def test_an_unchanged_registration_replaces_nothing():
     first = routes.topic_queue_table["T0"]
     routes._update_queue_datas("a", copy.deepcopy(rows))
     assert routes.topic_queue_table["T0"] is first   # nothing changed: nothing replaced
+
+
+# one change of the tables: (operation, broker name, address index, broker id, rows, filter servers, counter)
+change = st.tuples(st.sampled_from(["register", "register", "unregister", "close", "wipe", "unwipe", "delete"]),
+                   st.sampled_from(["a", "b", "c"]), st.integers(0, 3), st.sampled_from([0, 1]),
+                   st.lists(row, max_size=6), st.sampled_from([[], ["10.0.0.1:45454"], ["10.0.0.2:45454"]]),
+                   st.integers(0, 2))
+
+
+@settings(max_examples=300, deadline=None)
+@given(changes=st.lists(change, max_size=12), order_conf=st.sampled_from([None, "b:4"]))
+def test_cached_routes_equal_the_routes_built_from_the_tables(changes, order_conf):
+    routes = RouteInfoManager()
+    channels = [object() for _ in range(4)]
+    topics = [f"T{i}" for i in range(6)]
+
+    def check() -> None:
+        for topic in topics:
+            queues = routes.topic_queue_table.get(topic)
+            for standard in (False, True):
+                expected = routes._route_body(queues, standard, order_conf) if queues else None
+                assert routes.topic_route_body(topic, standard, order_conf) == expected
+
+    for op, name, n, broker_id, rows, filter_servers, counter in changes:
+        addr = f"10.0.1.{n}:10911"
+        if op == "register":
+            routes.register_broker("C", addr, name, broker_id, addr, {"counter": counter}, rows, filter_servers,
+                                   channels[n])
+        elif op == "unregister":
+            routes.unregister_broker("C", addr, name, broker_id)
+        elif op == "close":
+            routes.on_channel_destroy(channels[n])
+        elif op == "delete":
+            routes.delete_topic(rows[0].topic_name if rows else "T0")
+        else:
+            routes.change_write_perm(name, wipe=op == "wipe")
+        check()

@@ -47,16 +47,21 @@ def _closing_lines(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.getMessage().startswith("closing connection from")]
 
 
+async def _closed_at_the_frame_deadline(channel: Channel, caplog) -> None:
+    """The 10 bytes of a frame just sent are dropped at FRAME_S, not half a second earlier."""
+    await trio.sleep(FRAME_S - 0.5)
+    assert not channel.closed
+    await trio.sleep(1)
+    assert channel.closed
+    assert _closing_lines(caplog) == [
+        "closing connection from 10.0.0.9:4242: partial frame (10 bytes) not completed within 30 s"]
+
+
 async def test_partial_frame_is_closed_at_the_frame_deadline(nursery, autojump_clock, caplog):
     client, channel = await _served_memory_channel(nursery)
     await trio.sleep(5)
     await client.send_all(_echo(1)[:10])          # half a frame, then nothing
-    await trio.sleep(FRAME_S - 1)
-    assert not channel.closed
-    await trio.sleep(2)
-    assert channel.closed
-    assert _closing_lines(caplog) == [
-        "closing connection from 10.0.0.9:4242: partial frame (10 bytes) not completed within 30 s"]
+    await _closed_at_the_frame_deadline(channel, caplog)
 
 
 async def test_slow_frame_completed_in_time_is_served(nursery, autojump_clock):
@@ -81,6 +86,22 @@ async def test_idle_peer_is_closed_and_an_active_one_is_not(nursery, autojump_cl
             assert quiet_channel.closed
     assert not active_channel.closed
     assert _closing_lines(caplog) == ["closing connection from 10.0.0.9:4242: no complete frame for 120 s"]
+
+
+async def test_deadlines_hold_after_the_reader_extended_them_lazily(nursery, autojump_clock, caplog):
+    # the reader moves its deadline later only when the scope fires early: after five stretches
+    # of activity (a frame every 60 s), a frame left half-sent is still closed 30 s after it began,
+    # and not a second before
+    client, channel = await _served_memory_channel(nursery)
+    for opaque in range(1, 11):
+        await client.send_all(_echo(opaque))
+        await trio.sleep(IDLE_S / 2)
+    await client.send_all(_echo(11)[:10])
+    await _closed_at_the_frame_deadline(channel, caplog)
+    decoder = FrameDecoder()
+    while (data := await client.receive_some()):
+        decoder.receive_data(data)
+    assert [r.opaque for r in decoder.frames()] == list(range(1, 11))
 
 
 async def test_zero_disables_both_deadlines(nursery, autojump_clock):
