@@ -116,11 +116,7 @@ class RecallMessageProcessor:
         parked = transform_timer_message(props, topic, 0, self.store.config, now)
         if parked is None or isinstance(parked[0], int):
             return request.response(ResponseCode.SYSTEM_ERROR, "recall failed, execute error", ext_fields=ext)
-        try:
-            host, _, port = channel.remote_addr.rpartition(":")
-            born_host = (host.strip("[]"), int(port))
-        except ValueError:
-            born_host = ("0.0.0.0", 0)
+        born_host = channel.remote_host_port
         result = self.store.put_message(MessageExtBrokerInner(
             topic=str(parked[0]), queue_id=int(parked[1]), flag=0, body=b"0", properties_string=properties_to_string(props),
             sys_flag=0, born_timestamp=now, born_host=born_host, store_host=self.store_host,

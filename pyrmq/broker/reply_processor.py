@@ -28,7 +28,6 @@ from pyrmq.broker.send_processor import (
     _V2_KEYS,
     SendMessageProcessor,
     _Keys,
-    _split_addr,
     required_send_fields,
 )
 from pyrmq.codec.codes import RequestCode, ResponseCode
@@ -101,10 +100,7 @@ class ReplyMessageProcessor:
         remark = await self._push(channel, request, header, keys, properties, body)
         ext = {"msgId": "0", "queueId": str(queue_id), "queueOffset": "0", **self.send._response_fields}
         if self.store_reply:
-            try:
-                born_host = _split_addr(channel.remote_addr)
-            except ValueError:
-                born_host = ("0.0.0.0", 0)
+            born_host = channel.remote_host_port
             reconsume = header.get(keys.reconsume_times)
             inner = MessageExtBrokerInner(
                 topic=topic, queue_id=queue_id, flag=flag, body=body, properties_string=properties_string,

@@ -161,11 +161,6 @@ def _delay_level(properties: dict[str, str]) -> int:
         return 0
 
 
-def _split_addr(addr: str) -> tuple[str, int]:
-    host, _, port = addr.rpartition(":")
-    return host.strip("[]"), int(port)
-
-
 class SendMessageProcessor:
     """Sends and sends-back; receives only the services they use."""
 
@@ -206,10 +201,7 @@ class SendMessageProcessor:
         properties[MessageConst.PROPERTY_CLUSTER] = self.cluster_name
         wait_value = properties.get(MessageConst.PROPERTY_WAIT_STORE_MSG_OK)
         wait_store = wait_value != "false"
-        try:
-            born_host = _split_addr(channel.remote_addr)
-        except ValueError:
-            born_host = ("0.0.0.0", 0)
+        born_host = channel.remote_host_port
         try:
             reconsume_times = _optional_int(header, keys.reconsume_times, 0)
         except ValueError:
@@ -366,7 +358,8 @@ class SendMessageProcessor:
                  wait_store: bool, topic_unwritten: bool = False,
                  more_ext: dict[str, str] | None = None,
                  channel: Channel | None = None) -> RemotingCommand | Deferred | None:
-        code, remark = _PUT_STATUS_RESPONSES.get(result.status, (ResponseCode.SYSTEM_ERROR, str(result.status)))
+        known = _PUT_STATUS_RESPONSES.get(result.status)
+        code, remark = known if known is not None else (ResponseCode.SYSTEM_ERROR, str(result.status))
         if result.status is PutMessageStatus.SERVICE_NOT_AVAILABLE:
             # as Apache's diskUtil(): the last readings of the clean service, no statvfs here
             remark = remark.format(disk=self.store.clean_service.disk_ratios.describe())

@@ -36,7 +36,8 @@ from pyrmq.codec.errors import ProtocolError
 from pyrmq.codec.remoting import RemotingCommand, make_request
 from pyrmq.common.acl.signature import sign_ext_fields
 from pyrmq.remoting.channel import Channel, ChannelClosedError, RemotingTimeoutError
-from pyrmq.remoting.client import RemotingClient, split_addr
+from pyrmq.remoting.client import RemotingClient
+from pyrmq.remoting.transport import split_addr
 from pyrmq.remoting.tls_config import TlsConfig
 from pyrmq.remoting.tls_context import client_ssl_context
 

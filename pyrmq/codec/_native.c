@@ -188,17 +188,13 @@ PyDoc_STRVAR(decode_ext_fields_doc,
 "ValueError when a length overruns ``data`` or more than ``max_fields`` entries are kept,\n"
 "UnicodeDecodeError for text that is not UTF-8.");
 
-static PyObject *decode_ext_fields(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+/* The extFields entries in p[0:end] as a dict, or NULL with an exception (decode_ext_fields). */
+static PyObject *ext_fields_of(const unsigned char *p, Py_ssize_t end, Py_ssize_t max_fields)
 {
-    Py_buffer view;
-    Py_ssize_t max_fields;
-    if (buffer_and_limit(args, nargs, "decode_ext_fields(data, max_fields)", &view, &max_fields) < 0)
-        return NULL;
-    const unsigned char *p = (const unsigned char *)view.buf;
-    Py_ssize_t pos = 0, end = view.len;
+    Py_ssize_t pos = 0;
     PyObject *ext = PyDict_New();
     if (ext == NULL)
-        goto fail;
+        return NULL;
     while (pos < end) {
         if (PyDict_GET_SIZE(ext) >= max_fields) {
             PyErr_Format(PyExc_ValueError, "more than %zd extFields entries", max_fields);
@@ -216,8 +212,7 @@ static PyObject *decode_ext_fields(PyObject *module, PyObject *const *args, Py_s
         }
         Py_ssize_t key_at = pos;
         pos += key_len;
-        uint32_t val_len32 = ((uint32_t)p[pos] << 24) | ((uint32_t)p[pos + 1] << 16)
-                             | ((uint32_t)p[pos + 2] << 8) | (uint32_t)p[pos + 3];
+        uint32_t val_len32 = (uint32_t)get_be32(p + pos);
         pos += 4;
         if ((uint64_t)val_len32 > (uint64_t)(end - pos)) {
             PyErr_SetString(PyExc_ValueError, "extFields value overruns the header");
@@ -241,12 +236,76 @@ static PyObject *decode_ext_fields(PyObject *module, PyObject *const *args, Py_s
         if (rc < 0)
             goto fail;
     }
-    PyBuffer_Release(&view);
     return ext;
 fail:
-    Py_XDECREF(ext);
-    PyBuffer_Release(&view);
+    Py_DECREF(ext);
     return NULL;
+}
+
+/* A decoder of (data, max_fields) over its buffer: ``decode(bytes, size, max_fields)``. */
+static PyObject *decode_buffer(PyObject *const *args, Py_ssize_t nargs, const char *usage,
+                               PyObject *(*decode)(const unsigned char *, Py_ssize_t, Py_ssize_t))
+{
+    Py_buffer view;
+    Py_ssize_t max_fields;
+    if (buffer_and_limit(args, nargs, usage, &view, &max_fields) < 0)
+        return NULL;
+    PyObject *result = decode((const unsigned char *)view.buf, view.len, max_fields);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyObject *decode_ext_fields(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    return decode_buffer(args, nargs, "decode_ext_fields(data, max_fields)", ext_fields_of);
+}
+
+#define ROCKETMQ_FIXED_SIZE 13   /* int16 code, uint8 language, int16 version, int32 opaque, int32 flag */
+
+PyDoc_STRVAR(decode_rocketmq_header_doc,
+"decode_rocketmq_header(data, max_fields) -> (code, language, version, opaque, flag, remark, ext)\n\n"
+"The members of a ROCKETMQ binary header: the fixed part, the remark (uint32 length, UTF-8; None\n"
+"when empty) and the extFields (uint32 length, which must be what is left; None when 0), decoded\n"
+"as decode_ext_fields does. Raises ValueError when a length does not fit the header,\n"
+"UnicodeDecodeError for text that is not UTF-8.");
+
+static PyObject *rocketmq_header_of(const unsigned char *p, Py_ssize_t size, Py_ssize_t max_fields)
+{
+    Py_ssize_t pos = ROCKETMQ_FIXED_SIZE;
+    PyObject *remark = NULL, *ext = NULL, *result = NULL;
+    if (size < ROCKETMQ_FIXED_SIZE + 8) {
+        PyErr_Format(PyExc_ValueError, "ROCKETMQ header of %zd bytes is shorter than its fixed part", size);
+        return NULL;
+    }
+    uint32_t remark_len = (uint32_t)get_be32(p + pos);
+    pos += 4;
+    if ((uint64_t)remark_len > (uint64_t)(size - pos - 4)) {
+        PyErr_Format(PyExc_ValueError, "remark length %lu exceeds the header", (unsigned long)remark_len);
+        return NULL;
+    }
+    remark = remark_len ? PyUnicode_DecodeUTF8((const char *)p + pos, (Py_ssize_t)remark_len, NULL)
+                        : Py_NewRef(Py_None);
+    if (remark == NULL)
+        return NULL;
+    pos += (Py_ssize_t)remark_len;
+    uint32_t ext_len = (uint32_t)get_be32(p + pos);
+    pos += 4;
+    if ((uint64_t)ext_len != (uint64_t)(size - pos)) {
+        PyErr_Format(PyExc_ValueError, "extFields length %lu does not match the header (%zd left)",
+                     (unsigned long)ext_len, size - pos);
+    } else if ((ext = ext_len ? ext_fields_of(p + pos, size - pos, max_fields) : Py_NewRef(Py_None)) != NULL) {
+        result = Py_BuildValue("(iiiiiOO)", (int)(int16_t)(((unsigned)p[0] << 8) | p[1]), (int)p[2],
+                               (int)(int16_t)(((unsigned)p[3] << 8) | p[4]), (int)get_be32(p + 5),
+                               (int)get_be32(p + 9), remark, ext);
+    }
+    Py_DECREF(remark);
+    Py_XDECREF(ext);
+    return result;
+}
+
+static PyObject *decode_rocketmq_header(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    return decode_buffer(args, nargs, "decode_rocketmq_header(data, max_fields)", rocketmq_header_of);
 }
 
 PyDoc_STRVAR(encode_ext_fields_doc,
@@ -255,14 +314,10 @@ PyDoc_STRVAR(encode_ext_fields_doc,
 "value are not None as (int16 length, UTF-8 key, int32 length, UTF-8 value). Raises\n"
 "ValueError for a key longer than 65,535 bytes, UnicodeEncodeError for text UTF-8 cannot hold.");
 
-static PyObject *encode_ext_fields(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+/* The size of ext's entries as encode_ext_fields writes them (without the length word): 0 or
+ * more, or -1 with an exception. Leaves every key's and value's UTF-8 cached for the write. */
+static Py_ssize_t ext_fields_size(PyObject *ext)
 {
-    if (nargs != 1 || !PyDict_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "encode_ext_fields(ext: dict)");
-        return NULL;
-    }
-    PyObject *ext = args[0];
-    /* two passes: the sizes, then the bytes into one buffer of exactly that size */
     Py_ssize_t total = 0, i = 0;
     PyObject *key, *value;
     while (PyDict_Next(ext, &i, &key, &value)) {
@@ -270,37 +325,38 @@ static PyObject *encode_ext_fields(PyObject *module, PyObject *const *args, Py_s
             continue;
         if (!PyUnicode_Check(key) || !PyUnicode_Check(value)) {
             PyErr_SetString(PyExc_TypeError, "extFields keys and values are str");
-            return NULL;
+            return -1;
         }
         Py_ssize_t kn, vn;
         if (PyUnicode_AsUTF8AndSize(key, &kn) == NULL || PyUnicode_AsUTF8AndSize(value, &vn) == NULL)
-            return NULL;
+            return -1;
         if (kn > 0xFFFF) {
             PyErr_SetString(PyExc_ValueError, "extFields key longer than 65535 bytes");
-            return NULL;
+            return -1;
         }
         if (vn > 0x7FFFFFFF || total > PY_SSIZE_T_MAX - 6 - kn - vn) {
             PyErr_SetString(PyExc_ValueError, "extFields value too long");
-            return NULL;
+            return -1;
         }
         total += 6 + kn + vn;
     }
     if (total > 0x7FFFFFFF) {
         PyErr_SetString(PyExc_ValueError, "extFields too long");
-        return NULL;
+        return -1;
     }
-    PyObject *out = PyBytes_FromStringAndSize(NULL, 4 + total);
-    if (out == NULL)
-        return NULL;
-    unsigned char *w = (unsigned char *)PyBytes_AS_STRING(out);
-    put_be32(w, (uint32_t)total);
-    w += 4;
-    i = 0;
+    return total;
+}
+
+/* Write ext's entries at w (ext_fields_size bytes, sized and checked by it); returns the end. */
+static unsigned char *ext_fields_write(PyObject *ext, unsigned char *w)
+{
+    Py_ssize_t i = 0;
+    PyObject *key, *value;
     while (PyDict_Next(ext, &i, &key, &value)) {
         if (key == Py_None || value == Py_None)
             continue;
         Py_ssize_t kn, vn;
-        const char *kb = PyUnicode_AsUTF8AndSize(key, &kn);   /* cached by the first pass */
+        const char *kb = PyUnicode_AsUTF8AndSize(key, &kn);   /* cached by ext_fields_size */
         const char *vb = PyUnicode_AsUTF8AndSize(value, &vn);
         w[0] = (unsigned char)(kn >> 8);
         w[1] = (unsigned char)kn;
@@ -310,6 +366,90 @@ static PyObject *encode_ext_fields(PyObject *module, PyObject *const *args, Py_s
         memcpy(w + 4, vb, (size_t)vn);
         w += 4 + vn;
     }
+    return w;
+}
+
+static PyObject *encode_ext_fields(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 1 || !PyDict_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "encode_ext_fields(ext: dict)");
+        return NULL;
+    }
+    /* two passes: the sizes, then the bytes into one buffer of exactly that size */
+    Py_ssize_t total = ext_fields_size(args[0]);
+    if (total < 0)
+        return NULL;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, 4 + total);
+    if (out == NULL)
+        return NULL;
+    unsigned char *w = (unsigned char *)PyBytes_AS_STRING(out);
+    put_be32(w, (uint32_t)total);
+    ext_fields_write(args[0], w + 4);
+    return out;
+}
+
+#define FRAME_PREFIX_SIZE 8      /* uint32 length, uint32 serialize type << 24 | header length */
+#define ROCKETMQ_SERIALIZE_TYPE 1
+#define MAX_HEADER_LENGTH 0xFFFFFF
+
+static PyObject *struct_error;   /* struct.error, what the twin's packing raises (set in native_exec) */
+
+PyDoc_STRVAR(encode_rocketmq_frame_head_doc,
+"encode_rocketmq_frame_head(code, language, version, opaque, flag, remark, ext, body_len) -> bytes\n\n"
+"The start of a frame with a ROCKETMQ header, up to its body of ``body_len`` bytes: the length\n"
+"words, the fixed part (``language`` as its code), the remark (None or empty: none) and the\n"
+"extFields as encode_ext_fields writes them. Raises struct.error for a member outside its\n"
+"type, ValueError for a header or a frame too long for its length word, and what\n"
+"encode_ext_fields raises.");
+
+static PyObject *encode_rocketmq_frame_head(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    long long n[5], body_len;
+    if (nargs != 8 || !PyDict_Check(args[6]) || (args[5] != Py_None && !PyUnicode_Check(args[5]))) {
+        PyErr_SetString(PyExc_TypeError, "encode_rocketmq_frame_head(code, language, version, opaque, flag, "
+                                         "remark: str | None, ext: dict, body_len)");
+        return NULL;
+    }
+    if (int_args(args, 5, n) < 0 || int_args(args + 7, 1, &body_len) < 0)
+        return NULL;
+    if (n[0] < INT16_MIN || n[0] > INT16_MAX || n[1] < 0 || n[1] > 255 || n[2] < INT16_MIN || n[2] > INT16_MAX
+        || n[3] < INT32_MIN || n[3] > INT32_MAX || n[4] < INT32_MIN || n[4] > INT32_MAX) {
+        PyErr_SetString(struct_error, "a header member is outside its type");
+        return NULL;
+    }
+    Py_ssize_t remark_len = 0;
+    const char *remark = NULL;
+    if (args[5] != Py_None && (remark = PyUnicode_AsUTF8AndSize(args[5], &remark_len)) == NULL)
+        return NULL;
+    Py_ssize_t ext_len = ext_fields_size(args[6]);
+    if (ext_len < 0)
+        return NULL;
+    Py_ssize_t header_len = ROCKETMQ_FIXED_SIZE + 4 + remark_len + 4 + ext_len;
+    if (header_len > MAX_HEADER_LENGTH || body_len < 0 || 4 + header_len + body_len > 0xFFFFFFFFLL) {
+        PyErr_SetString(PyExc_ValueError, "the header or the frame is too long for its length word");
+        return NULL;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, FRAME_PREFIX_SIZE + header_len);
+    if (out == NULL)
+        return NULL;
+    unsigned char *w = (unsigned char *)PyBytes_AS_STRING(out);
+    put_be32(w, (uint32_t)(4 + header_len + body_len));
+    put_be32(w + 4, (uint32_t)(ROCKETMQ_SERIALIZE_TYPE << 24 | header_len));
+    w += FRAME_PREFIX_SIZE;
+    w[0] = (unsigned char)((uint16_t)n[0] >> 8);
+    w[1] = (unsigned char)n[0];
+    w[2] = (unsigned char)n[1];
+    w[3] = (unsigned char)((uint16_t)n[2] >> 8);
+    w[4] = (unsigned char)n[2];
+    put_be32(w + 5, (uint32_t)n[3]);
+    put_be32(w + 9, (uint32_t)n[4]);
+    w += ROCKETMQ_FIXED_SIZE;
+    put_be32(w, (uint32_t)remark_len);
+    if (remark_len)
+        memcpy(w + 4, remark, (size_t)remark_len);
+    w += 4 + remark_len;
+    put_be32(w, (uint32_t)ext_len);
+    ext_fields_write(args[6], w + 4);
     return out;
 }
 
@@ -770,6 +910,10 @@ static PyMethodDef native_methods[] = {
     {"index_put", (PyCFunction)(void (*)(void))index_put, METH_FASTCALL, index_put_doc},
     {"decode_ext_fields", (PyCFunction)(void (*)(void))decode_ext_fields, METH_FASTCALL, decode_ext_fields_doc},
     {"encode_ext_fields", (PyCFunction)(void (*)(void))encode_ext_fields, METH_FASTCALL, encode_ext_fields_doc},
+    {"decode_rocketmq_header", (PyCFunction)(void (*)(void))decode_rocketmq_header, METH_FASTCALL,
+     decode_rocketmq_header_doc},
+    {"encode_rocketmq_frame_head", (PyCFunction)(void (*)(void))encode_rocketmq_frame_head, METH_FASTCALL,
+     encode_rocketmq_frame_head_doc},
     {"split_batch", (PyCFunction)(void (*)(void))split_batch, METH_FASTCALL, split_batch_doc},
     {"string_to_properties", string_to_properties, METH_O, string_to_properties_doc},
     {"write_record", (PyCFunction)(void (*)(void))write_record, METH_FASTCALL, write_record_doc},
@@ -788,13 +932,25 @@ static int native_exec(PyObject *m)
     }
     if (row_topic_name == NULL && (row_topic_name = PyUnicode_InternFromString("topic_name")) == NULL)
         return -1;
+    if (struct_error == NULL) {
+        PyObject *struct_module = PyImport_ImportModule("struct");
+        if (struct_module == NULL)
+            return -1;
+        struct_error = PyObject_GetAttrString(struct_module, "error");
+        Py_DECREF(struct_module);
+        if (struct_error == NULL)
+            return -1;
+    }
     if (PyModule_AddIntConstant(m, "INDEX_HEADER_SIZE", INDEX_HEADER_SIZE) < 0
         || PyModule_AddIntConstant(m, "INDEX_SLOT_SIZE", INDEX_SLOT_SIZE) < 0
         || PyModule_AddIntConstant(m, "INDEX_ITEM_SIZE", INDEX_ITEM_SIZE) < 0
         || PyModule_AddIntConstant(m, "BATCH_ENTRY_HEAD_SIZE", BATCH_ENTRY_HEAD_SIZE) < 0
         || PyModule_AddIntConstant(m, "QUEUE_OFFSET_POSITION", QUEUE_OFFSET_POSITION) < 0
         || PyModule_AddIntConstant(m, "PHYSICAL_OFFSET_POSITION", PHYSICAL_OFFSET_POSITION) < 0
-        || PyModule_AddIntConstant(m, "HASHMAP_INITIAL_BUCKETS", HASHMAP_INITIAL_BUCKETS) < 0)
+        || PyModule_AddIntConstant(m, "HASHMAP_INITIAL_BUCKETS", HASHMAP_INITIAL_BUCKETS) < 0
+        || PyModule_AddIntConstant(m, "ROCKETMQ_FIXED_SIZE", ROCKETMQ_FIXED_SIZE) < 0
+        || PyModule_AddIntConstant(m, "FRAME_PREFIX_SIZE", FRAME_PREFIX_SIZE) < 0
+        || PyModule_AddIntConstant(m, "MAX_HEADER_LENGTH", MAX_HEADER_LENGTH) < 0)
         return -1;
     return 0;
 }

@@ -217,13 +217,15 @@ def prepare_record(
     prepared_transaction_offset: int = 0,
     store_ip: bytes | None = None,
     tail: tuple[int, bytes] | None = None,
+    born_ip: bytes | None = None,
 ) -> PreparedRecord:
     """Encode everything that does not depend on the record's position.
 
-    The host V6 bits of ``sys_flag`` are set from the host addresses. ``store_ip`` (bytes of
-    ``store_host[0]``) and ``tail`` (from :func:`encode_topic_tail`) may be passed precomputed.
+    The host V6 bits of ``sys_flag`` are set from the host addresses. ``store_ip`` and ``born_ip``
+    (bytes of ``store_host[0]`` and ``born_host[0]``) and ``tail`` (from :func:`encode_topic_tail`) may be passed precomputed.
     """
-    born_ip = host_to_bytes(born_host[0])
+    if born_ip is None:
+        born_ip = host_to_bytes(born_host[0])
     if store_ip is None:
         store_ip = host_to_bytes(store_host[0])
     sys_flag &= ~(MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG)

@@ -32,6 +32,8 @@ MAX_FRAME_BYTES: Final = 16 * 1024 * 1024
 # its properties (Apache refuses more than 32 KiB of them); PUT_KV_CONFIG carries its value here.
 # Bounds the objects one header decode can allocate, whatever the frame limit is.
 MAX_HEADER_BYTES: Final = 1024 * 1024
+# What the frame's second word holds of a header's length (its low 24 bits): the most one can encode.
+MAX_HEADER_LENGTH: Final = 0xFFFFFF
 
 # The ROCKETMQ binary header carries at most this many extFields entries; real headers have < 30.
 # Bounds the work done for one header, whatever its declared lengths say.
@@ -359,42 +361,75 @@ decode_ext_fields = native_function("decode_ext_fields", decode_ext_fields_py)
 encode_ext_fields = native_function("encode_ext_fields", encode_ext_fields_py)
 
 
-def decode_rocketmq_header(data: bytes | memoryview) -> RemotingCommand:
+def decode_rocketmq_header_py(data: bytes | memoryview, max_fields: int) -> tuple[
+        int, int, int, int, int, str | None, dict[str, str] | None]:
+    """The members of a ROCKETMQ binary header: (code, language, version, opaque, flag, remark,
+    ext). The remark is None when empty, the extFields None when their length is 0. ValueError
+    when a length does not fit the header (the extFields' must be exactly what is left),
+    UnicodeDecodeError for text that is not UTF-8. The twin of ``_native.decode_rocketmq_header``."""
     view = memoryview(data)
     size = len(view)
     if size < _BIN_FIXED_SIZE + 8:
-        raise ProtocolError(f"ROCKETMQ header of {size} bytes is shorter than its fixed part")
+        raise ValueError(f"ROCKETMQ header of {size} bytes is shorter than its fixed part")
     code, language, version, opaque, flag = _BIN_FIXED.unpack_from(view, 0)
     pos = _BIN_FIXED_SIZE
     (remark_len,) = _INT32.unpack_from(view, pos)
     pos += 4
     if remark_len > size - pos - 4:
-        raise ProtocolError(f"remark length {remark_len} exceeds the header")
+        raise ValueError(f"remark length {remark_len} exceeds the header")
+    remark = str(view[pos:pos + remark_len], "utf-8") if remark_len else None
+    pos += remark_len
+    (ext_len,) = _INT32.unpack_from(view, pos)
+    pos += 4
+    if ext_len != size - pos:
+        raise ValueError(f"extFields length {ext_len} does not match the header ({size - pos} left)")
+    ext = decode_ext_fields(view[pos:], max_fields) if ext_len else None
+    return code, language, version, opaque, flag, remark, ext
+
+
+_decode_rocketmq_header = native_function("decode_rocketmq_header", decode_rocketmq_header_py,
+                                          {"ROCKETMQ_FIXED_SIZE": _BIN_FIXED_SIZE})
+
+
+def decode_rocketmq_header(data: bytes | memoryview) -> RemotingCommand:
     try:
-        remark = str(view[pos:pos + remark_len], "utf-8") if remark_len else None
-        pos += remark_len
-        (ext_len,) = _INT32.unpack_from(view, pos)
-        pos += 4
-        if ext_len != size - pos:
-            raise ProtocolError(f"extFields length {ext_len} does not match the header ({size - pos} left)")
-        ext = decode_ext_fields(view[pos:], MAX_EXT_FIELDS) if ext_len else None
+        code, language, version, opaque, flag, remark, ext = _decode_rocketmq_header(data, MAX_EXT_FIELDS)
     except UnicodeDecodeError as exc:
         raise ProtocolError(f"ROCKETMQ header text is not UTF-8: {exc}") from None
-    except ValueError as exc:   # a length of the extFields past the header, or too many entries
+    except ValueError as exc:   # a length past the header, or too many extFields entries
         raise ProtocolError(str(exc)) from None
     return RemotingCommand(code=code, opaque=opaque, flag=flag, remark=remark, ext_fields=ext,
                            language=_LANGUAGE_NAME_BY_CODE.get(language, "OTHER"), version=version,
                            serialize_type=SerializeType.ROCKETMQ)
 
 
+def encode_rocketmq_frame_head_py(code: int, language: int, version: int, opaque: int, flag: int,
+                                  remark: str | None, ext: dict[str, str], body_len: int) -> bytes:
+    """The start of a frame with a ROCKETMQ header, up to its body of ``body_len`` bytes: the
+    length words, the fixed part, the remark (None or empty: none) and the extFields.
+    struct.error for a member outside its type, ValueError for a header or a frame too long for
+    its length word. The twin of ``_native.encode_rocketmq_frame_head``."""
+    fixed = _BIN_FIXED.pack(code, language, version, opaque, flag)
+    remark_bytes = remark.encode("utf-8") if remark else b""
+    header = b"".join((fixed, _INT32.pack(len(remark_bytes)), remark_bytes, encode_ext_fields(ext)))
+    if len(header) > MAX_HEADER_LENGTH or body_len < 0 or 4 + len(header) + body_len > 0xFFFFFFFF:
+        raise ValueError("the header or the frame is too long for its length word")
+    return _PREFIX.pack(4 + len(header) + body_len, (SerializeType.ROCKETMQ << 24) | len(header)) + header
+
+
+_encode_rocketmq_frame_head = native_function(
+    "encode_rocketmq_frame_head", encode_rocketmq_frame_head_py,
+    {"ROCKETMQ_FIXED_SIZE": _BIN_FIXED_SIZE, "FRAME_PREFIX_SIZE": _PREFIX_SIZE, "MAX_HEADER_LENGTH": MAX_HEADER_LENGTH})
+
+
+def _rocketmq_frame_head(cmd: RemotingCommand, body_len: int) -> bytes:
+    return _encode_rocketmq_frame_head(cmd.code, _LANGUAGE_BY_NAME.get(cmd.language, LanguageCode.OTHER),
+                                       cmd.version, cmd.opaque, cmd.flag, cmd.remark, cmd.ext_fields or {},
+                                       body_len)
+
+
 def encode_rocketmq_header(cmd: RemotingCommand) -> bytes:
-    parts = [_BIN_FIXED.pack(cmd.code, _LANGUAGE_BY_NAME.get(cmd.language, LanguageCode.OTHER),
-                             cmd.version, cmd.opaque, cmd.flag)]
-    remark = cmd.remark.encode("utf-8") if cmd.remark else b""
-    parts.append(_INT32.pack(len(remark)))
-    parts.append(remark)
-    parts.append(encode_ext_fields(cmd.ext_fields or {}))
-    return b"".join(parts)
+    return _rocketmq_frame_head(cmd, 0)[_PREFIX_SIZE:]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -406,10 +441,6 @@ def encode_command_buffers(cmd: RemotingCommand) -> list[bytes | bytearray | mem
     buffers untouched (h11's ``send_with_data_passthrough`` shape).  A body may be a sequence of
     buffers -- a pull answer's memoryviews of the mapped commit log; only ``len()`` is taken of
     them, they are never joined or copied here."""
-    if cmd.serialize_type is SerializeType.ROCKETMQ:
-        header = encode_rocketmq_header(cmd)
-    else:
-        header = encode_json_header(cmd)
     body = cmd.body
     body_buffers: list[bytes | bytearray | memoryview]
     if body is None:
@@ -419,6 +450,9 @@ def encode_command_buffers(cmd: RemotingCommand) -> list[bytes | bytearray | mem
     else:
         body_buffers = [buffer for buffer in body if len(buffer)]
     body_len = sum(len(buffer) for buffer in body_buffers)
+    if cmd.serialize_type is SerializeType.ROCKETMQ:
+        return [_rocketmq_frame_head(cmd, body_len), *body_buffers]
+    header = encode_json_header(cmd)
     prefix = _PREFIX.pack(4 + len(header) + body_len, (int(cmd.serialize_type) << 24) | len(header))
     return [prefix + header, *body_buffers]
 

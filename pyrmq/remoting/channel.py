@@ -40,7 +40,7 @@ from pyrmq.codec.remoting import (
     encode_command_buffers,
 )
 from pyrmq.remoting.deferred import Deferred, resolve
-from pyrmq.remoting.transport import Buffer, PeerStream, consume_sent
+from pyrmq.remoting.transport import Buffer, PeerStream, consume_sent, split_addr
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +114,10 @@ class Channel:
                  write_timeout: float | None = DEFAULT_WRITE_TIMEOUT_S) -> None:
         self.peer = peer
         self.remote_addr = peer.remote_addr
+        try:   # a message's born host (parsed once, not per send)
+            self.remote_host_port = split_addr(peer.remote_addr)
+        except ValueError:
+            self.remote_host_port = ("0.0.0.0", 0)
         self.local_addr = peer.local_addr
         self.max_frame_bytes = max_frame_bytes
         self.idle_timeout = idle_timeout      # seconds without a complete frame; None or 0: forever

@@ -15,18 +15,11 @@ import trio
 from pyrmq.codec.remoting import RemotingCommand
 from pyrmq.remoting.channel import Channel, ChannelClosedError, Dispatcher
 from pyrmq.remoting.tls import start_client_tls
-from pyrmq.remoting.transport import PeerStream, open_tcp_peer_stream
+from pyrmq.remoting.transport import PeerStream, open_tcp_peer_stream, split_addr
 
 log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 3.0
-
-
-def split_addr(addr: str) -> tuple[str, int]:
-    host, _, port = addr.rpartition(":")
-    if not host or not port.isdigit():
-        raise ValueError(f"bad address {addr!r}: expected host:port")
-    return host.strip("[]"), int(port)
 
 
 class RemotingClient:

@@ -26,6 +26,14 @@ import trio
 
 log = logging.getLogger(__name__)
 
+
+def split_addr(addr: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port`` too) as (host, port); ValueError for anything else."""
+    host, _, port = addr.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"bad address {addr!r}: expected host:port")
+    return host.strip("[]"), int(port)
+
 # sendmsg refuses more iovecs than this (EMSGSIZE); Linux and the BSDs allow 1024.
 IOV_MAX: Final = os.sysconf("SC_IOV_MAX") if "SC_IOV_MAX" in getattr(os, "sysconf_names", {}) else 1024
 

@@ -56,6 +56,8 @@ COMMIT_LOG_RESERVE_CHUNK = 4 * 1024 * 1024
 RELEASE_BEHIND = 16 * 1024 * 1024
 # ... in steps of at least this much (one madvise call per step and file)
 RELEASE_STEP = 4 * 1024 * 1024
+# Hosts whose address bytes are kept (the store's and its clients'); past this many, start over.
+MAX_CACHED_HOSTS = 4096
 
 _TRANSACTION_MASK = MessageSysFlag.TRANSACTION_MASK
 _NO_QUEUE_OFFSET_TYPES = (
@@ -85,7 +87,8 @@ class CommitLog:
             config.max_message_size + RECORD_OVERHEAD_ALLOWANCE,
             config.mapped_file_size_commit_log - END_FILE_MIN_BLANK_LENGTH,
         )
-        self._store_ip_cache: dict[str, bytes] = {}
+        # the address bytes of the store host and of the clients' hosts, by their text
+        self._ip_cache: dict[str, bytes] = {}
         self._released_until = 0   # commit log offset below which pages were released
 
     # ------------------------------------------------------------------ state
@@ -171,10 +174,12 @@ class CommitLog:
 
     # ------------------------------------------------------------------ appends
 
-    def _store_ip(self, host: str) -> bytes:
-        ip = self._store_ip_cache.get(host)
+    def _ip_bytes(self, host: str) -> bytes:
+        ip = self._ip_cache.get(host)
         if ip is None:
-            ip = self._store_ip_cache[host] = host_to_bytes(host)
+            if len(self._ip_cache) >= MAX_CACHED_HOSTS:
+                self._ip_cache.clear()
+            ip = self._ip_cache[host] = host_to_bytes(host)
         return ip
 
     def _writable_file(self, size: int) -> MappedFile:
@@ -207,7 +212,7 @@ class CommitLog:
                 born_timestamp=msg.born_timestamp, born_host=msg.born_host,
                 store_host=msg.store_host, reconsume_times=msg.reconsume_times,
                 prepared_transaction_offset=msg.prepared_transaction_offset,
-                store_ip=self._store_ip(msg.store_host[0]),
+                store_ip=self._ip_bytes(msg.store_host[0]), born_ip=self._ip_bytes(msg.born_host[0]),
             )
         except (MessageFormatError, OSError, ValueError, struct.error) as e:   # struct.error: a field past its range
             raise AppendError(PutMessageStatus.MESSAGE_ILLEGAL, str(e)) from e
@@ -250,9 +255,10 @@ class CommitLog:
             raise AppendError(PutMessageStatus.MESSAGE_ILLEGAL, "empty batch")
         topic_bytes = batch.topic.encode()
         batch_props = batch.properties_string
-        store_ip = self._store_ip(batch.store_host[0])
         prepared = []
         try:
+            store_ip = self._ip_bytes(batch.store_host[0])
+            born_ip = self._ip_bytes(batch.born_host[0])
             for entry_flag, entry_body, entry_props in entries:
                 props = entry_props
                 if props and not props.endswith(PROPERTY_SEPARATOR):
@@ -263,7 +269,7 @@ class CommitLog:
                     properties=props, sys_flag=batch.sys_flag,
                     born_timestamp=batch.born_timestamp, born_host=batch.born_host,
                     store_host=batch.store_host, reconsume_times=batch.reconsume_times,
-                    prepared_transaction_offset=0, store_ip=store_ip,
+                    prepared_transaction_offset=0, store_ip=store_ip, born_ip=born_ip,
                     tail=encode_topic_tail(topic_bytes, props.encode()),
                 )
                 tags = property_value(entry_props, _TAGS)

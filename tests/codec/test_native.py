@@ -35,6 +35,8 @@ def test_the_extension_is_built_and_bound():
         assert index_codec.index_put is _native.index_put
         assert remoting.decode_ext_fields is _native.decode_ext_fields
         assert remoting.encode_ext_fields is _native.encode_ext_fields
+        assert remoting._decode_rocketmq_header is _native.decode_rocketmq_header
+        assert remoting._encode_rocketmq_frame_head is _native.encode_rocketmq_frame_head
         assert message_batch._split_batch is _native.split_batch
         assert message_props.string_to_properties is _native.string_to_properties
         assert message._write_record is _native.write_record
@@ -192,21 +194,98 @@ def test_encode_ext_fields_refuses_alike():
         assert _outcome(_native.encode_ext_fields, ext)[0] == _outcome(remoting.encode_ext_fields_py, ext)[0] != "ok"
 
 
+# ---- a ROCKETMQ binary header
+
+_headers = st.builds(
+    lambda code, language, version, opaque, flag, remark, ext: remoting.encode_rocketmq_header(
+        remoting.RemotingCommand(code=code, language=language, version=version, opaque=opaque, flag=flag,
+                                 remark=remark, ext_fields=ext)),
+    st.integers(-2**15, 2**15 - 1), st.sampled_from(["JAVA", "GO", "CPP", "OTHER"]), st.integers(-2**15, 2**15 - 1),
+    st.integers(-2**31, 2**31 - 1), st.integers(-2**31, 2**31 - 1), st.one_of(st.none(), _text),
+    st.dictionaries(_text, _text, max_size=6))
+
+
 @needs_native
+@settings(max_examples=300, deadline=None)
+@given(header=_headers)
+def test_decode_rocketmq_header_matches_the_twin(header):
+    decoded = _native.decode_rocketmq_header(header, 64)
+    assert decoded == remoting.decode_rocketmq_header_py(header, 64)
+    assert decoded[:5] == remoting._BIN_FIXED.unpack_from(header, 0)
+
+
+_frame_heads = st.tuples(
+    st.integers(-2**15, 2**15 - 1), st.integers(0, 255), st.integers(-2**15, 2**15 - 1),
+    st.integers(-2**31, 2**31 - 1), st.integers(-2**31, 2**31 - 1), st.one_of(st.none(), _text),
+    st.dictionaries(_text, st.one_of(_text, st.none()), max_size=6), st.integers(0, 2**31))
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(members=_frame_heads)
+def test_encode_rocketmq_frame_head_matches_the_twin(members):
+    head = _native.encode_rocketmq_frame_head(*members)
+    assert head == remoting.encode_rocketmq_frame_head_py(*members)
+    length, word = remoting._PREFIX.unpack_from(head)
+    assert word >> 24 == remoting.SerializeType.ROCKETMQ and word & 0xFFFFFF == len(head) - 8
+    assert length == 4 + len(head) - 8 + members[7]
+    code, language, version, opaque, flag, remark, ext = _native.decode_rocketmq_header(head[8:], 64)
+    assert (code, language, version, opaque, flag) == members[:5]
+    assert remark == (members[5] or None)
+    written = {k: v for k, v in members[6].items() if v is not None}   # a None value is left out
+    assert ext == ({k: v for k, v in written.items() if k and v} if written else None)   # empty: dropped when read
+
+
+@needs_native
+@pytest.mark.parametrize("change", [
+    {0: 2**15}, {0: -2**15 - 1}, {1: 256}, {1: -1}, {2: 2**15}, {3: 2**31}, {4: -2**31 - 1},   # past their types
+    {5: "\ud800"}, {6: {"k": "\udfff"}}, {6: {"k" * 65536: "v"}},                                # not encodable
+    {7: -1}, {7: 2**32}, {5: "r" * (remoting.MAX_HEADER_LENGTH + 1)},                          # past the length words
+])
+def test_encode_rocketmq_frame_head_refuses_alike(change):
+    members = [310, 0, 409, 7, 0, None, {"a": "b"}, 10]
+    for at, value in change.items():
+        members[at] = value
+    native_outcome = _outcome_of_any(_native.encode_rocketmq_frame_head, *members)
+    assert native_outcome == _outcome_of_any(remoting.encode_rocketmq_frame_head_py, *members)
+    assert native_outcome[0] != "ok"
+
+
+def _outcome_of_any(fn, *args):
+    """The type of what ``fn`` raises (its text is the packer's own), or "ok"."""
+    try:
+        fn(*args)
+    except Exception as exc:  # noqa: BLE001 - the type is what is compared
+        return (type(exc).__name__,)
+    return ("ok",)
+
+
+# the decoders of a header's parts, each with what it decodes when the input is valid
+_HEADER_DECODERS = [
+    pytest.param("decode_ext_fields", remoting.decode_ext_fields_py,
+                 st.dictionaries(_text, _text, max_size=6).map(lambda ext: remoting.encode_ext_fields_py(ext)[4:]),
+                 id="ext_fields"),
+    pytest.param("decode_rocketmq_header", remoting.decode_rocketmq_header_py, _headers, id="rocketmq_header"),
+]
+
+
+@needs_native
+@pytest.mark.parametrize("name, twin, valid", _HEADER_DECODERS)
 @settings(max_examples=1000, deadline=None)
-@given(ext=st.dictionaries(_text, _text, max_size=6), cuts=st.lists(st.integers(0, 300), max_size=3),
+@given(draw=st.data(), cuts=st.lists(st.integers(0, 300), max_size=3),
        flips=st.lists(st.tuples(st.integers(0, 300), st.integers(0, 255)), max_size=4),
        max_fields=st.integers(0, 8))
-def test_decode_ext_fields_matches_the_twin_on_damaged_input(ext, cuts, flips, max_fields):
-    data = _damaged(remoting.encode_ext_fields_py(ext)[4:], flips, cuts)
-    _assert_alike(_native.decode_ext_fields, remoting.decode_ext_fields_py, data, max_fields)
+def test_header_decoders_match_their_twins_on_damaged_input(name, twin, valid, draw, cuts, flips, max_fields):
+    data = _damaged(draw.draw(valid), flips, cuts)
+    _assert_alike(getattr(_native, name), twin, data, max_fields)
 
 
 @needs_native
+@pytest.mark.parametrize("name, twin, valid", _HEADER_DECODERS)
 @settings(max_examples=500, deadline=None)
 @given(data=st.binary(max_size=64))
-def test_decode_ext_fields_matches_the_twin_on_random_bytes(data):
-    _assert_alike(_native.decode_ext_fields, remoting.decode_ext_fields_py, data, 4)
+def test_header_decoders_match_their_twins_on_random_bytes(name, twin, valid, data):
+    _assert_alike(getattr(_native, name), twin, data, 4)
 
 
 # ---- the body of a SEND_BATCH_MESSAGE
