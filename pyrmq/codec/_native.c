@@ -584,6 +584,45 @@ fail:
     return NULL;
 }
 
+PyDoc_STRVAR(property_value_doc,
+"property_value(properties, name) -> str | None\n\n"
+"The value of ``name`` (given with its trailing \\x01) in a properties string without splitting\n"
+"it: string_to_properties' answer (the last occurrence with a non-empty value). Raises\n"
+"ValueError for an empty name.");
+
+static PyObject *property_value(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyUnicode_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "property_value(properties: str, name: str)");
+        return NULL;
+    }
+    PyObject *s = args[0], *name = args[1];
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s), name_len = PyUnicode_GET_LENGTH(name), end = n;
+    if (name_len == 0) {
+        PyErr_SetString(PyExc_ValueError, "property_value: empty name");
+        return NULL;
+    }
+    for (;;) {
+        Py_ssize_t i = PyUnicode_Find(s, name, 0, end, -1);
+        if (i == -2)
+            return NULL;
+        if (i == -1)
+            Py_RETURN_NONE;
+        /* a name starts the string or follows a pair's \x02 */
+        if (i == 0 || PyUnicode_READ_CHAR(s, i - 1) == 0x02) {
+            Py_ssize_t start = i + name_len;
+            Py_ssize_t stop = PyUnicode_FindChar(s, 0x02, start, n, 1);
+            if (stop == -2)
+                return NULL;
+            if (stop == -1)
+                stop = n;
+            if (stop > start)
+                return PyUnicode_Substring(s, start, stop);
+        }
+        end = i;
+    }
+}
+
 /* ---- a CommitLog record ---- */
 
 #define QUEUE_OFFSET_POSITION 20
@@ -916,6 +955,7 @@ static PyMethodDef native_methods[] = {
      encode_rocketmq_frame_head_doc},
     {"split_batch", (PyCFunction)(void (*)(void))split_batch, METH_FASTCALL, split_batch_doc},
     {"string_to_properties", string_to_properties, METH_O, string_to_properties_doc},
+    {"property_value", (PyCFunction)(void (*)(void))property_value, METH_FASTCALL, property_value_doc},
     {"write_record", (PyCFunction)(void (*)(void))write_record, METH_FASTCALL, write_record_doc},
     {"properties_to_string", (PyCFunction)(void (*)(void))properties_to_string, METH_FASTCALL,
      properties_to_string_doc},

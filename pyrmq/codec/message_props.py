@@ -138,10 +138,13 @@ def string_to_properties_py(s: str | None) -> dict[str, str]:
 string_to_properties = native_function("string_to_properties", string_to_properties_py)
 
 
-def property_value(properties: str, name: str) -> str | None:
+def property_value_py(properties: str, name: str) -> str | None:
     """Value of property ``name`` (given with its trailing \\x01) in a properties string, without
     parsing the whole string: the same answer as ``string_to_properties`` (the last occurrence
-    with a non-empty value wins; an empty one is no value at all, so it does not hide an earlier one)."""
+    with a non-empty value wins; an empty one is no value at all, so it does not hide an earlier one).
+    ValueError for an empty name. The twin of ``_native.property_value``."""
+    if name == "":
+        raise ValueError("property_value: empty name")
     end = len(properties)
     while True:
         i = properties.rfind(name, 0, end)
@@ -155,6 +158,9 @@ def property_value(properties: str, name: str) -> str | None:
             if stop > start:
                 return properties[start:stop]
         end = i
+
+
+property_value = native_function("property_value", property_value_py)
 
 
 def real_destination(props: dict[str, str]) -> tuple[str, int] | None:

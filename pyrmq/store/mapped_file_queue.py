@@ -2,8 +2,8 @@
 
 Threading: everything runs on the caller's (event-loop) thread except :meth:`flush`, which
 the broker runs from a worker thread. Writers publish how far the data is complete with
-:meth:`commit`; ``flush`` captures that position and the file list under ``_lock``, syncs
-outside the lock, then publishes ``flushed_where``. ``close`` waits for a running flush.
+:meth:`commit` (one tuple store, no lock: the hot path); ``flush`` captures that position, then
+the file list under ``_lock``, syncs outside the lock, then publishes ``flushed_where``. ``close`` waits for a running flush.
 
 Creating and mapping a file (open, ftruncate, mmap of up to 1 GiB) is a blocking call too, so,
 as Apache's AllocateMappedFileService, :meth:`prepare_next_file` (run from a worker thread)
@@ -95,8 +95,9 @@ class MappedFileQueue:
         # called (on the writer's thread) when a new file became the last one: the broker's
         # allocator then prepares the file after it
         self.on_new_file: Callable[[], None] | None = None
-        self._committed_where = 0
-        self._committed_store_timestamp = 0
+        # (committed position, store time of the record ending there): one tuple, so the writer
+        # publishes both in one store, without the lock, and a flush reads a consistent pair
+        self._committed: tuple[int, int] = (0, 0)
         self._flushed_where = 0
         self.flushed_store_timestamp = 0  # store time of the last flushed record (checkpoint)
 
@@ -260,14 +261,11 @@ class MappedFileQueue:
 
     def commit(self, where: int, store_timestamp: int = 0) -> None:
         """Publish that all bytes below ``where`` are completely written (flush target)."""
-        with self._lock:
-            self._committed_where = where
-            if store_timestamp:
-                self._committed_store_timestamp = store_timestamp
+        self._committed = (where, store_timestamp or self._committed[1])
 
     @property
     def committed_where(self) -> int:
-        return self._committed_where
+        return self._committed[0]
 
     @property
     def flushed_where(self) -> int:
@@ -276,7 +274,7 @@ class MappedFileQueue:
     def set_positions(self, where: int) -> None:
         """Set committed and flushed positions (recovery)."""
         with self._lock:
-            self._committed_where = where
+            self._committed = (where, self._committed[1])
             self._flushed_where = where
 
     def flush(self, least_pages: int = 0) -> int:
@@ -300,8 +298,7 @@ class MappedFileQueue:
         """What a flush would sync now (the committed position and the files holding dirty data
         below it), or None when nothing is to be synced (see :meth:`flush`)."""
         with self._lock:
-            target = self._committed_where
-            target_ts = self._committed_store_timestamp
+            target, target_ts = self._committed
             flushed = self._flushed_where
             files = self.mapped_files
         if target <= flushed:
@@ -319,7 +316,7 @@ class MappedFileQueue:
         """Record ``plan`` as done when its files were synced by other means (one ``syncfs`` of
         their file system, after the plan was made). A truncation since then wins."""
         with self._flush_lock:
-            if plan.target <= self._committed_where:
+            if plan.target <= self._committed[0]:
                 self._flushed(plan)
 
     def _flushed(self, plan: FlushPlan) -> None:
@@ -397,7 +394,8 @@ class MappedFileQueue:
                 mf.destroy()
             with self._lock:
                 self.mapped_files = []
-            self._committed_where = self._flushed_where = 0
+            self._committed = (0, 0)
+            self._flushed_where = 0
         self._drop_prepared()
         try:
             os.rmdir(self.store_path)

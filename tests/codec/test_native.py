@@ -39,6 +39,7 @@ def test_the_extension_is_built_and_bound():
         assert remoting._encode_rocketmq_frame_head is _native.encode_rocketmq_frame_head
         assert message_batch._split_batch is _native.split_batch
         assert message_props.string_to_properties is _native.string_to_properties
+        assert message_props.property_value is _native.property_value
         assert message._write_record is _native.write_record
         assert message_props.properties_to_string is _native.properties_to_string
         assert route_info._merge_queue_datas is _native.merge_queue_datas
@@ -340,6 +341,24 @@ def test_string_to_properties_keeps_javas_rules():
         "A": "2", "C": "\x01", "D": "v\x01w"}
     with pytest.raises(TypeError):
         _native.string_to_properties(b"A\x011")
+
+
+@needs_native
+@settings(max_examples=1000, deadline=None)
+@given(s=st.text(_props_chars, max_size=60), name=st.text(st.sampled_from(["a", "K", "\u00e9", "\U0001f600"]),
+                                                            min_size=1, max_size=3))
+def test_property_value_matches_the_twin_and_the_parse(s, name):
+    value = _native.property_value(s, name + "\x01")
+    assert value == message_props.property_value_py(s, name + "\x01")
+    if "\ud800" not in s:   # the parse needs no encoding; a lone surrogate only matters to writers
+        assert value == message_props.string_to_properties_py(s).get(name)
+
+
+@needs_native
+def test_property_value_refuses_alike():
+    for args in (("A\x011", ""), (b"A\x011", "A\x01"), ("A\x011", None)):
+        assert _outcome(_native.property_value, *args)[0] == _outcome(message_props.property_value_py, *args)[0]
+        assert _outcome(_native.property_value, *args)[0] != "ok"
 
 
 # ---- a CommitLog record
