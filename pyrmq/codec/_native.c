@@ -55,6 +55,16 @@ static int int_args(PyObject *const *args, int n, long long *out)
     return 0;
 }
 
+/* The two str arguments of a function called as ``usage``: 0, or -1 with a TypeError. */
+static int two_str_args(PyObject *const *args, Py_ssize_t nargs, const char *usage)
+{
+    if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyUnicode_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, usage);
+        return -1;
+    }
+    return 0;
+}
+
 /* Java's String.hashCode continued over the UTF-16 code units of s (a code point past the BMP
  * is its surrogate pair, a lone surrogate is its own unit, as Java holds them). */
 static uint32_t java_hash_continue(uint32_t h, PyObject *s)
@@ -93,10 +103,8 @@ PyDoc_STRVAR(topic_key_hash_doc,
 
 static PyObject *topic_key_hash(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyUnicode_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "topic_key_hash(topic: str, key: str)");
+    if (two_str_args(args, nargs, "topic_key_hash(topic: str, key: str)") < 0)
         return NULL;
-    }
     uint32_t h = java_hash_continue(0, args[0]);
     h = 31u * h + (uint32_t)'#';
     h = java_hash_continue(h, args[1]);
@@ -425,7 +433,7 @@ static PyObject *encode_rocketmq_frame_head(PyObject *module, PyObject *const *a
     if (ext_len < 0)
         return NULL;
     Py_ssize_t header_len = ROCKETMQ_FIXED_SIZE + 4 + remark_len + 4 + ext_len;
-    if (header_len > MAX_HEADER_LENGTH || body_len < 0 || 4 + header_len + body_len > 0xFFFFFFFFLL) {
+    if (header_len > MAX_HEADER_LENGTH || body_len < 0 || body_len > 0xFFFFFFFFLL - 4 - header_len) {
         PyErr_SetString(PyExc_ValueError, "the header or the frame is too long for its length word");
         return NULL;
     }
@@ -592,10 +600,8 @@ PyDoc_STRVAR(property_value_doc,
 
 static PyObject *property_value(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyUnicode_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "property_value(properties: str, name: str)");
+    if (two_str_args(args, nargs, "property_value(properties: str, name: str)") < 0)
         return NULL;
-    }
     PyObject *s = args[0], *name = args[1];
     Py_ssize_t n = PyUnicode_GET_LENGTH(s), name_len = PyUnicode_GET_LENGTH(name), end = n;
     if (name_len == 0) {
@@ -990,7 +996,8 @@ static int native_exec(PyObject *m)
         || PyModule_AddIntConstant(m, "HASHMAP_INITIAL_BUCKETS", HASHMAP_INITIAL_BUCKETS) < 0
         || PyModule_AddIntConstant(m, "ROCKETMQ_FIXED_SIZE", ROCKETMQ_FIXED_SIZE) < 0
         || PyModule_AddIntConstant(m, "FRAME_PREFIX_SIZE", FRAME_PREFIX_SIZE) < 0
-        || PyModule_AddIntConstant(m, "MAX_HEADER_LENGTH", MAX_HEADER_LENGTH) < 0)
+        || PyModule_AddIntConstant(m, "MAX_HEADER_LENGTH", MAX_HEADER_LENGTH) < 0
+        || PyModule_AddIntConstant(m, "ROCKETMQ_SERIALIZE_TYPE", ROCKETMQ_SERIALIZE_TYPE) < 0)
         return -1;
     return 0;
 }

@@ -11,6 +11,7 @@ HASHMAP_INITIAL_BUCKETS: int
 ROCKETMQ_FIXED_SIZE: int
 FRAME_PREFIX_SIZE: int
 MAX_HEADER_LENGTH: int
+ROCKETMQ_SERIALIZE_TYPE: int
 
 def topic_key_hash(topic: str, key: str, /) -> int: ...
 def index_put(mm: WriteBuffer, hash_slot_num: int, count: int, key_hash: int, phy_offset: int,

@@ -419,7 +419,8 @@ def encode_rocketmq_frame_head_py(code: int, language: int, version: int, opaque
 
 _encode_rocketmq_frame_head = native_function(
     "encode_rocketmq_frame_head", encode_rocketmq_frame_head_py,
-    {"ROCKETMQ_FIXED_SIZE": _BIN_FIXED_SIZE, "FRAME_PREFIX_SIZE": _PREFIX_SIZE, "MAX_HEADER_LENGTH": MAX_HEADER_LENGTH})
+    {"ROCKETMQ_FIXED_SIZE": _BIN_FIXED_SIZE, "FRAME_PREFIX_SIZE": _PREFIX_SIZE, "MAX_HEADER_LENGTH": MAX_HEADER_LENGTH,
+     "ROCKETMQ_SERIALIZE_TYPE": SerializeType.ROCKETMQ})
 
 
 def _rocketmq_frame_head(cmd: RemotingCommand, body_len: int) -> bytes:

@@ -323,18 +323,8 @@ class RouteInfoManager:
             brokers.discard(broker_name)
             if not brokers:
                 del self.cluster_addr_table[name]
-        table = self.topic_queue_table
-        without: dict[int, dict[str, QueueData]] = {}   # id(shared dict) -> its copy without the broker
-        for topic, queues in list(table.items()):
-            if broker_name not in queues:
-                continue
-            rest = without.get(id(queues))   # the snapshot of items keeps every old dict alive
-            if rest is None:
-                rest = without[id(queues)] = {name: q for name, q in queues.items() if name != broker_name}
-            if rest:
-                table[topic] = rest
-            else:
-                del table[topic]
+        self._rewrite_entries(broker_name, lambda queues, _: {
+            name: q for name, q in queues.items() if name != broker_name})
 
     def delete_topic(self, topic: str) -> None:
         self.topic_queue_table.pop(topic, None)
@@ -424,19 +414,33 @@ class RouteInfoManager:
 
     def change_write_perm(self, broker_name: str, wipe: bool) -> int:
         self._routes_changed()
-        count = 0
+
+        def with_perm(queues: dict[str, QueueData], queue_data: QueueData) -> dict[str, QueueData]:
+            perm = queue_data.perm & ~PERM_WRITE if wipe else queue_data.perm | PERM_WRITE | PERM_READ
+            return {**queues, broker_name: self._queue_data(broker_name, queue_data.read_queue_nums,
+                                                            queue_data.write_queue_nums, perm,
+                                                            queue_data.topic_sys_flag)}
+
+        return self._rewrite_entries(broker_name, with_perm)
+
+    def _rewrite_entries(self, broker_name: str,
+                         rewrite: Callable[[dict[str, QueueData], QueueData], dict[str, QueueData]]) -> int:
+        """Replace every topic's inner dict that has an entry for ``broker_name`` by
+        ``rewrite(dict, entry)`` -- once per shared dict, never changing one in place; a topic
+        left with no entry goes. Returns how many topics had one."""
         table = self.topic_queue_table
-        changed: dict[int, dict[str, QueueData]] = {}   # id(shared dict) -> its copy with the new perm
-        for topic, queues in list(table.items()):
+        rewritten: dict[int, dict[str, QueueData]] = {}   # id(shared dict) -> its replacement
+        count = 0
+        for topic, queues in list(table.items()):   # the snapshot keeps every old dict (and its id) alive
             queue_data = queues.get(broker_name)
             if queue_data is None:
                 continue
-            new = changed.get(id(queues))   # the snapshot of items keeps every old dict alive
-            if new is None:
-                perm = queue_data.perm & ~PERM_WRITE if wipe else queue_data.perm | PERM_WRITE | PERM_READ
-                new = changed[id(queues)] = {**queues, broker_name: self._queue_data(
-                    broker_name, queue_data.read_queue_nums, queue_data.write_queue_nums, perm,
-                    queue_data.topic_sys_flag)}
-            table[topic] = new
             count += 1
+            new = rewritten.get(id(queues))
+            if new is None:
+                new = rewritten[id(queues)] = rewrite(queues, queue_data)
+            if new:
+                table[topic] = new
+            else:
+                del table[topic]
         return count

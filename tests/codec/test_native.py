@@ -241,7 +241,7 @@ def test_encode_rocketmq_frame_head_matches_the_twin(members):
 @pytest.mark.parametrize("change", [
     {0: 2**15}, {0: -2**15 - 1}, {1: 256}, {1: -1}, {2: 2**15}, {3: 2**31}, {4: -2**31 - 1},   # past their types
     {5: "\ud800"}, {6: {"k": "\udfff"}}, {6: {"k" * 65536: "v"}},                                # not encodable
-    {7: -1}, {7: 2**32}, {5: "r" * (remoting.MAX_HEADER_LENGTH + 1)},                          # past the length words
+    {7: -1}, {7: 2**32}, {7: 2**63 - 1}, {5: "r" * (remoting.MAX_HEADER_LENGTH + 1)},          # past the length words
 ])
 def test_encode_rocketmq_frame_head_refuses_alike(change):
     members = [310, 0, 409, 7, 0, None, {"a": "b"}, 10]
