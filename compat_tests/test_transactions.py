@@ -39,9 +39,12 @@ def consume(java_client, server, names, count: int, idle_ms: int = 2500):
                            count=count, idle_ms=idle_ms, timeout_ms=30_000)
 
 
-def assert_exactly_once(sent: list[dict], received: list[dict]) -> None:
+def assert_exactly_once(sent: list[dict], received: list[dict], max_copies: int = 1) -> None:
+    """Every sent message received, with its fields, and nothing else; each once (``max_copies``:
+    at most that many times)."""
     counts = Counter(e["body"] for e in received)
-    assert counts == Counter(e["body"] for e in sent), f"received {dict(counts)}, expected {[e['body'] for e in sent]}"
+    assert set(counts) == {e["body"] for e in sent} and max(counts.values(), default=1) <= max_copies, \
+        f"received {dict(counts)}, expected {[e['body'] for e in sent]}"
     by_body = {e["body"]: e for e in received}
     for s in sent:
         r = by_body[s["body"]]
@@ -133,7 +136,10 @@ def test_kill9_between_half_and_commit_resolves_after_restart(server_kind, java_
     checked = {e["body"] for e in run.of("check")}
     assert local["body"] in checked, run.of("check")
     consumed = consume(java_client, server, names, count=3)
-    assert_exactly_once(run.sent, consumed.received)
+    # Apache 4.9.7 can store a message committed just before the kill twice (one CI run consumed
+    # the second of the three twice): it promises at least once across a kill -9. pyrmq keeps
+    # the stronger promise, which this scenario holds it to.
+    assert_exactly_once(run.sent, consumed.received, max_copies=2 if server_kind == "apache" else 1)
 
 
 @pytest.mark.slow
