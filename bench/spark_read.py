@@ -21,10 +21,10 @@ from pyrmq.codec.commit_log_walk import offset_to_file_name
 from pyrmq.codec.message import (
     BLANK_RECORD,
     BLANK_MAGIC_CODE,
-    encode_topic_tail,
-    prepare_record,
+    END_FILE_MIN_BLANK_LENGTH,
+    encode_record,
+    host_to_bytes,
     properties_to_string,
-    write_prepared_record,
 )
 
 GIB = 1024 ** 3
@@ -37,24 +37,18 @@ def write_segment(path: str, size: int, body_bytes: int) -> int:
     pos = count = 0
     store_ts = 1_700_000_000_000
     queue_offsets: dict[tuple[int, int], int] = {}
-    prepared = {}
+    born_ip, store_ip = host_to_bytes("10.0.0.1"), host_to_bytes("10.0.0.2")
     while True:
         t, q = count % 8, (count // 8) % 4
         key = (t, q)
-        if key not in prepared:
-            props = properties_to_string({"TAGS": f"Tag{q}", "KEYS": f"k{t}", "UNIQ_KEY": "AC11000100002A9F0000000000000000"})
-            topic = f"BenchTopic{t}"
-            prepared[key] = prepare_record(topic=topic, queue_id=q, flag=0, body=body, properties=props, sys_flag=0,
-                                           born_timestamp=store_ts, born_host=("10.0.0.1", 50000),
-                                           store_host=("10.0.0.2", 10911),
-                                           tail=encode_topic_tail(topic.encode(), props.encode()))
-        r = prepared[key]
-        if pos + r.total_size + 8 > size:
-            break
+        props = properties_to_string({"TAGS": f"Tag{q}", "KEYS": f"k{t}", "UNIQ_KEY": "AC11000100002A9F0000000000000000"})
         qo = queue_offsets.get(key, 0)
+        written = encode_record(buf, pos, size - END_FILE_MIN_BLANK_LENGTH, f"BenchTopic{t}", props, body, q, 0, 0,
+                                store_ts, born_ip, 50000, store_ip, 10911, 0, 0, qo, pos, store_ts + count // 100)
+        if written < 0:   # no room left: the file ends here
+            break
         queue_offsets[key] = qo + 1
-        write_prepared_record(buf, pos, r, qo, pos, store_ts + count // 100)
-        pos += r.total_size
+        pos += written
         count += 1
     BLANK_RECORD.pack_into(buf, pos, size - pos, BLANK_MAGIC_CODE)
     with open(path, "wb") as f:

@@ -634,55 +634,164 @@ static PyObject *property_value(PyObject *module, PyObject *const *args, Py_ssiz
 #define QUEUE_OFFSET_POSITION 20
 #define PHYSICAL_OFFSET_POSITION 28
 
-PyDoc_STRVAR(write_record_doc,
-"write_record(buf, pos, head, body, tail, queue_offset, physical_offset, store_timestamp_at,\n"
-"             store_timestamp) -> int\n\n"
-"Write a record at ``buf[pos:]``: its fixed part ``head`` (encoded with zeros in the three\n"
-"fields only known at the append) with QUEUEOFFSET, PHYSICALOFFSET and, at ``store_timestamp_at``,\n"
-"STORETIMESTAMP filled in, then ``body`` and ``tail``. Returns the record's size. Raises\n"
-"ValueError when it does not fit ``buf`` or the positions fall outside ``head``.");
+#define RECORD_PREFIX_V4_SIZE 88   /* TOTALSIZE .. BODYLEN with both hosts IPv4; +12 per IPv6 host */
+#define MAGIC_CODE_V1 (-626843481)   /* 0xDAA320A7: a one-byte topic length */
+#define MAGIC_CODE_V2 (-626843477)   /* 0xDAA320AB: a two-byte topic length */
+#define MAX_TOPIC_LENGTH_V1 127
+#define MAX_PROPERTIES_LENGTH 32767
+#define BORNHOST_V6_FLAG 0x10
+#define STOREHOSTADDRESS_V6_FLAG 0x20
 
-static PyObject *write_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *zlib_crc32;   /* zlib.crc32, the CRC the twin takes (set in native_exec) */
+
+/* ``n`` int arguments, each of which must fit the signed type of ``bits`` (32 or 64) that the
+ * twin packs it into: 0, or -1 with struct.error for one that does not, as struct raises it. */
+static int packed_int_args(PyObject *const *args, int n, const int *bits, long long *out)
 {
-    if (nargs != 9) {
-        PyErr_SetString(PyExc_TypeError, "write_record takes 9 arguments");
+    for (int i = 0; i < n; i++) {
+        int overflow = 0;
+        out[i] = PyLong_AsLongLongAndOverflow(args[i], &overflow);
+        if (out[i] == -1 && PyErr_Occurred())
+            return -1;
+        if (overflow || (bits[i] == 32 && (out[i] < INT32_MIN || out[i] > INT32_MAX))) {
+            PyErr_SetString(struct_error, "a record field is outside its type");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(encode_record_doc,
+"encode_record(buf, pos, limit, topic, properties, body, queue_id, flag, sys_flag, born_timestamp,\n"
+"              born_ip, born_port, store_ip, store_port, reconsume_times,\n"
+"              prepared_transaction_offset, queue_offset, physical_offset, store_timestamp) -> int\n\n"
+"Write one CommitLog record at ``buf[pos:]``, CRC and lengths included, when it fits below\n"
+"``limit``: returns its size. When it does not fit, writes nothing and returns minus its size\n"
+"(``limit == pos``: a query of the size). ``sys_flag``'s host bits must match the lengths of\n"
+"``born_ip`` and ``store_ip`` (4 or 16). Raises ValueError for a topic or properties too long\n"
+"for a record (UnicodeEncodeError when not encodable), hosts that do not match ``sys_flag``, or\n"
+"``pos`` / ``limit`` outside ``buf``; struct.error for a field outside its type. Nothing is\n"
+"written when it raises.");
+
+static PyObject *encode_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    /* args 6..: queue_id flag sys_flag born_timestamp [born_ip] born_port [store_ip] store_port
+     * reconsume_times prepared_transaction_offset queue_offset physical_offset store_timestamp */
+    if (nargs != 19 || !PyUnicode_Check(args[3]) || !PyUnicode_Check(args[4]) || !PyBytes_Check(args[10])
+        || !PyBytes_Check(args[12])) {
+        PyErr_SetString(PyExc_TypeError, "encode_record(buf, pos, limit, topic: str, properties: str, body, queue_id, "
+                                         "flag, sys_flag, born_timestamp, born_ip: bytes, born_port, store_ip: bytes, "
+                                         "store_port, reconsume_times, prepared_transaction_offset, queue_offset, "
+                                         "physical_offset, store_timestamp)");
         return NULL;
     }
-    long long pos, v[4];
-    if (int_args(args + 1, 1, &pos) < 0 || int_args(args + 5, 4, v) < 0)
+    int pos_overflow = 0, limit_overflow = 0;
+    long long pos = PyLong_AsLongLongAndOverflow(args[1], &pos_overflow);
+    if (pos == -1 && PyErr_Occurred())
         return NULL;
-    long long queue_offset = v[0], physical_offset = v[1], ts_at = v[2], store_timestamp = v[3];
-    PyObject *result = NULL;
-    Py_buffer out, head, body, tail;
+    long long limit = PyLong_AsLongLongAndOverflow(args[2], &limit_overflow);
+    if (limit == -1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t topic_len, props_len;
+    const char *topic = PyUnicode_AsUTF8AndSize(args[3], &topic_len);
+    if (topic == NULL)
+        return NULL;
+    const char *props = PyUnicode_AsUTF8AndSize(args[4], &props_len);
+    if (props == NULL)
+        return NULL;
+    if (props_len > MAX_PROPERTIES_LENGTH) {
+        PyErr_Format(PyExc_ValueError, "properties length %zd > %d", props_len, MAX_PROPERTIES_LENGTH);
+        return NULL;
+    }
+    if (topic_len > 32767) {
+        PyErr_Format(PyExc_ValueError, "topic length %zd does not fit a record", topic_len);
+        return NULL;
+    }
+    int v1 = topic_len <= MAX_TOPIC_LENGTH_V1;
+    /* the host bits of any int, as the twin's ``sys_flag >> 4 & 3`` reads them */
+    unsigned long long sys_flag_arg = PyLong_AsUnsignedLongLongMask(args[8]);
+    if (sys_flag_arg == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t born_ip_len = PyBytes_GET_SIZE(args[10]), store_ip_len = PyBytes_GET_SIZE(args[12]);
+    if (born_ip_len != ((sys_flag_arg & BORNHOST_V6_FLAG) ? 16 : 4)
+        || store_ip_len != ((sys_flag_arg & STOREHOSTADDRESS_V6_FLAG) ? 16 : 4)) {
+        PyErr_SetString(PyExc_ValueError, "encode_record: the host addresses do not match the sysFlag's host bits");
+        return NULL;
+    }
+    Py_buffer out, body;
     if (PyObject_GetBuffer(args[0], &out, PyBUF_WRITABLE) < 0)
         return NULL;
-    if (PyObject_GetBuffer(args[2], &head, PyBUF_SIMPLE) < 0)
-        goto release_out;
-    if (PyObject_GetBuffer(args[3], &body, PyBUF_SIMPLE) < 0)
-        goto release_head;
-    if (PyObject_GetBuffer(args[4], &tail, PyBUF_SIMPLE) < 0)
-        goto release_body;
-    long long total = (long long)head.len + body.len + tail.len;
-    if (pos < 0 || pos > out.len || total > out.len - pos
-        || ts_at < PHYSICAL_OFFSET_POSITION + 8 || ts_at > head.len - 8) {
-        PyErr_SetString(PyExc_ValueError, "write_record: the record does not fit the buffer or its head");
-        goto release_all;
+    if (PyObject_GetBuffer(args[5], &body, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&out);
+        return NULL;
     }
+    PyObject *result = NULL;
+    long long prefix = RECORD_PREFIX_V4_SIZE + (born_ip_len - 4) + (store_ip_len - 4);
+    long long size = prefix + body.len + (v1 ? 1 : 2) + topic_len + 2 + props_len;
+    if (pos_overflow || limit_overflow || pos < 0 || limit < pos || limit > out.len) {
+        PyErr_SetString(PyExc_ValueError, "encode_record: the position or the limit is outside the buffer");
+        goto done;
+    }
+    if (size > limit - pos) {
+        result = PyLong_FromLongLong(-size);
+        goto done;
+    }
+    static const int bits[13] = {32, 32, 32, 64, 0, 32, 0, 32, 32, 64, 64, 64, 64};
+    long long f[13];
+    for (int i = 0; i < 13; i++) {
+        if (bits[i] && packed_int_args(args + 6 + i, 1, bits + i, f + i) < 0)
+            goto done;
+    }
+    if (size > INT32_MAX || body.len > INT32_MAX) {
+        PyErr_SetString(struct_error, "a record field is outside its type");
+        goto done;
+    }
+    PyObject *crc_obj = PyObject_CallOneArg(zlib_crc32, args[5]);
+    if (crc_obj == NULL)
+        goto done;
+    unsigned long crc = PyLong_AsUnsignedLong(crc_obj);
+    Py_DECREF(crc_obj);
+    if (crc == (unsigned long)-1 && PyErr_Occurred())
+        goto done;
     unsigned char *w = (unsigned char *)out.buf + pos;
-    memcpy(w, head.buf, (size_t)head.len);
-    put_be64(w + QUEUE_OFFSET_POSITION, (uint64_t)queue_offset);
-    put_be64(w + PHYSICAL_OFFSET_POSITION, (uint64_t)physical_offset);
-    put_be64(w + ts_at, (uint64_t)store_timestamp);
-    memcpy(w + head.len, body.buf, (size_t)body.len);
-    memcpy(w + head.len + body.len, tail.buf, (size_t)tail.len);
-    result = PyLong_FromLongLong(total);
-release_all:
-    PyBuffer_Release(&tail);
-release_body:
+    put_be32(w, (uint32_t)size);
+    put_be32(w + 4, (uint32_t)(v1 ? MAGIC_CODE_V1 : MAGIC_CODE_V2));
+    put_be32(w + 8, (uint32_t)(crc & 0x7FFFFFFF));
+    put_be32(w + 12, (uint32_t)f[0]);   /* QUEUEID */
+    put_be32(w + 16, (uint32_t)f[1]);   /* FLAG */
+    put_be64(w + QUEUE_OFFSET_POSITION, (uint64_t)f[10]);
+    put_be64(w + PHYSICAL_OFFSET_POSITION, (uint64_t)f[11]);
+    put_be32(w + 36, (uint32_t)f[2]);   /* SYSFLAG */
+    put_be64(w + 40, (uint64_t)f[3]);   /* BORNTIMESTAMP */
+    w += 48;
+    memcpy(w, PyBytes_AS_STRING(args[10]), (size_t)born_ip_len);
+    w += born_ip_len;
+    put_be32(w, (uint32_t)f[5]);   /* BORNHOST's port */
+    put_be64(w + 4, (uint64_t)f[12]);   /* STORETIMESTAMP */
+    w += 12;
+    memcpy(w, PyBytes_AS_STRING(args[12]), (size_t)store_ip_len);
+    w += store_ip_len;
+    put_be32(w, (uint32_t)f[7]);   /* STOREHOSTADDRESS's port */
+    put_be32(w + 4, (uint32_t)f[8]);   /* RECONSUMETIMES */
+    put_be64(w + 8, (uint64_t)f[9]);   /* PREPAREDTRANSACTIONOFFSET */
+    put_be32(w + 16, (uint32_t)body.len);
+    w += 20;
+    memcpy(w, body.buf, (size_t)body.len);
+    w += body.len;
+    if (v1) {
+        *w++ = (unsigned char)topic_len;
+    } else {
+        *w++ = (unsigned char)(topic_len >> 8);
+        *w++ = (unsigned char)topic_len;
+    }
+    memcpy(w, topic, (size_t)topic_len);
+    w += topic_len;
+    *w++ = (unsigned char)(props_len >> 8);
+    *w++ = (unsigned char)props_len;
+    memcpy(w, props, (size_t)props_len);
+    result = PyLong_FromLongLong(size);
+done:
     PyBuffer_Release(&body);
-release_head:
-    PyBuffer_Release(&head);
-release_out:
     PyBuffer_Release(&out);
     return result;
 }
@@ -962,7 +1071,7 @@ static PyMethodDef native_methods[] = {
     {"split_batch", (PyCFunction)(void (*)(void))split_batch, METH_FASTCALL, split_batch_doc},
     {"string_to_properties", string_to_properties, METH_O, string_to_properties_doc},
     {"property_value", (PyCFunction)(void (*)(void))property_value, METH_FASTCALL, property_value_doc},
-    {"write_record", (PyCFunction)(void (*)(void))write_record, METH_FASTCALL, write_record_doc},
+    {"encode_record", (PyCFunction)(void (*)(void))encode_record, METH_FASTCALL, encode_record_doc},
     {"properties_to_string", (PyCFunction)(void (*)(void))properties_to_string, METH_FASTCALL,
      properties_to_string_doc},
     {"merge_queue_datas", (PyCFunction)(void (*)(void))merge_queue_datas, METH_FASTCALL, merge_queue_datas_doc},
@@ -987,12 +1096,28 @@ static int native_exec(PyObject *m)
         if (struct_error == NULL)
             return -1;
     }
+    if (zlib_crc32 == NULL) {
+        PyObject *zlib_module = PyImport_ImportModule("zlib");
+        if (zlib_module == NULL)
+            return -1;
+        zlib_crc32 = PyObject_GetAttrString(zlib_module, "crc32");
+        Py_DECREF(zlib_module);
+        if (zlib_crc32 == NULL)
+            return -1;
+    }
     if (PyModule_AddIntConstant(m, "INDEX_HEADER_SIZE", INDEX_HEADER_SIZE) < 0
         || PyModule_AddIntConstant(m, "INDEX_SLOT_SIZE", INDEX_SLOT_SIZE) < 0
         || PyModule_AddIntConstant(m, "INDEX_ITEM_SIZE", INDEX_ITEM_SIZE) < 0
         || PyModule_AddIntConstant(m, "BATCH_ENTRY_HEAD_SIZE", BATCH_ENTRY_HEAD_SIZE) < 0
         || PyModule_AddIntConstant(m, "QUEUE_OFFSET_POSITION", QUEUE_OFFSET_POSITION) < 0
         || PyModule_AddIntConstant(m, "PHYSICAL_OFFSET_POSITION", PHYSICAL_OFFSET_POSITION) < 0
+        || PyModule_AddIntConstant(m, "RECORD_PREFIX_V4_SIZE", RECORD_PREFIX_V4_SIZE) < 0
+        || PyModule_AddIntConstant(m, "MAGIC_CODE_V1", MAGIC_CODE_V1) < 0
+        || PyModule_AddIntConstant(m, "MAGIC_CODE_V2", MAGIC_CODE_V2) < 0
+        || PyModule_AddIntConstant(m, "MAX_TOPIC_LENGTH_V1", MAX_TOPIC_LENGTH_V1) < 0
+        || PyModule_AddIntConstant(m, "MAX_PROPERTIES_LENGTH", MAX_PROPERTIES_LENGTH) < 0
+        || PyModule_AddIntConstant(m, "BORNHOST_V6_FLAG", BORNHOST_V6_FLAG) < 0
+        || PyModule_AddIntConstant(m, "STOREHOSTADDRESS_V6_FLAG", STOREHOSTADDRESS_V6_FLAG) < 0
         || PyModule_AddIntConstant(m, "HASHMAP_INITIAL_BUCKETS", HASHMAP_INITIAL_BUCKETS) < 0
         || PyModule_AddIntConstant(m, "ROCKETMQ_FIXED_SIZE", ROCKETMQ_FIXED_SIZE) < 0
         || PyModule_AddIntConstant(m, "FRAME_PREFIX_SIZE", FRAME_PREFIX_SIZE) < 0

@@ -7,6 +7,13 @@ INDEX_ITEM_SIZE: int
 BATCH_ENTRY_HEAD_SIZE: int
 QUEUE_OFFSET_POSITION: int
 PHYSICAL_OFFSET_POSITION: int
+RECORD_PREFIX_V4_SIZE: int
+MAGIC_CODE_V1: int
+MAGIC_CODE_V2: int
+MAX_TOPIC_LENGTH_V1: int
+MAX_PROPERTIES_LENGTH: int
+BORNHOST_V6_FLAG: int
+STOREHOSTADDRESS_V6_FLAG: int
 HASHMAP_INITIAL_BUCKETS: int
 ROCKETMQ_FIXED_SIZE: int
 FRAME_PREFIX_SIZE: int
@@ -26,8 +33,10 @@ def encode_rocketmq_frame_head(code: int, language: int, version: int, opaque: i
 def split_batch(body: bytes | memoryview, max_entries: int, /) -> list[tuple[int, bytes, str]]: ...
 def string_to_properties(s: str | None, /) -> dict[str, str]: ...
 def property_value(properties: str, name: str, /) -> str | None: ...
-def write_record(buf: WriteBuffer, pos: int, head: bytes, body: bytes, tail: bytes, queue_offset: int,
-                 physical_offset: int, store_timestamp_at: int, store_timestamp: int, /) -> int: ...
+def encode_record(buf: WriteBuffer, pos: int, limit: int, topic: str, properties: str, body: bytes | memoryview,
+                  queue_id: int, flag: int, sys_flag: int, born_timestamp: int, born_ip: bytes, born_port: int,
+                  store_ip: bytes, store_port: int, reconsume_times: int, prepared_transaction_offset: int,
+                  queue_offset: int, physical_offset: int, store_timestamp: int, /) -> int: ...
 def properties_to_string(props: dict[str, str], entries_held: int = 0, /) -> str: ...
 def merge_queue_datas(table: dict[str, dict[str, object]], broker_name: str, rows: list[object],
                       interned: dict[object, object], make: object, /) -> list[str]: ...

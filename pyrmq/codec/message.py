@@ -131,7 +131,7 @@ _HEAD = struct.Struct(">ii")  # TOTALSIZE, MAGIC
 _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
 _INT64 = struct.Struct(">q")
-_QUEUE_AND_PHYSICAL_OFFSET = struct.Struct(">qq")   # QUEUEOFFSET, PHYSICALOFFSET: adjacent
+_MAX_TOPIC_LENGTH_V2 = 32767  # a V2 record stores the topic length as a signed int16
 _HOSTS_SHIFT = 4  # sys_flag bits 4 (born v6) and 5 (store v6) pick the prefix struct
 
 
@@ -166,144 +166,111 @@ def body_crc(body: bytes | memoryview) -> int:
 # --------------------------------------------------------------------------------------------
 
 
-class PreparedRecord:
-    """A record encoded except for the three fields only known inside the append lock.
-
-    ``prepare_record`` runs before the lock: CRC, UTF-8, host bytes, and the fixed part ``head``
-    packed with zeros in QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP; ``write_prepared_record``
-    copies head, body and tail into the buffer and fills those three (one C call when built).
-    """
-
-    __slots__ = ("total_size", "sys_flag", "store_ip", "store_port", "head", "body", "tail",
-                 "store_timestamp_at")
-
-    total_size: int
-    sys_flag: int
-    store_ip: bytes
-    store_port: int
-    head: bytes  # TOTALSIZE .. BODYLEN
-    body: bytes
-    tail: bytes  # TOPICLEN + TOPIC + PROPLEN + PROPERTIES
-    store_timestamp_at: int  # STORETIMESTAMP's position in head
+_HOST_FLAGS = MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
 
 
-def encode_topic_tail(topic_bytes: bytes, properties_bytes: bytes) -> tuple[int, bytes]:
-    """(magic, TOPICLEN+TOPIC+PROPLEN+PROPERTIES) for a topic and properties already in UTF-8."""
-    if len(properties_bytes) > MAX_PROPERTIES_LENGTH:
-        raise MessageFormatError(f"properties length {len(properties_bytes)} > {MAX_PROPERTIES_LENGTH}")
-    if len(topic_bytes) <= MAX_TOPIC_LENGTH_V1:
-        magic = MAGIC_CODE_V1
-        head = bytes((len(topic_bytes),))
-    elif len(topic_bytes) <= 32767:
-        magic = MAGIC_CODE_V2
-        head = _INT16.pack(len(topic_bytes))
-    else:
-        raise MessageFormatError(f"topic length {len(topic_bytes)} does not fit a record")
-    return magic, b"".join((head, topic_bytes, _INT16.pack(len(properties_bytes)), properties_bytes))
-
-
-def prepare_record(
-    *,
-    topic: str,
-    queue_id: int,
-    flag: int,
-    body: bytes,
-    properties: str,
-    sys_flag: int,
-    born_timestamp: int,
-    born_host: tuple[str, int],
-    store_host: tuple[str, int],
-    reconsume_times: int = 0,
-    prepared_transaction_offset: int = 0,
-    store_ip: bytes | None = None,
-    tail: tuple[int, bytes] | None = None,
-    born_ip: bytes | None = None,
-) -> PreparedRecord:
-    """Encode everything that does not depend on the record's position.
-
-    The host V6 bits of ``sys_flag`` are set from the host addresses. ``store_ip`` and ``born_ip``
-    (bytes of ``store_host[0]`` and ``born_host[0]``) and ``tail`` (from :func:`encode_topic_tail`) may be passed precomputed.
-    """
-    if born_ip is None:
-        born_ip = host_to_bytes(born_host[0])
-    if store_ip is None:
-        store_ip = host_to_bytes(store_host[0])
-    sys_flag &= ~(MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG)
+def with_host_flags(sys_flag: int, born_ip: bytes, store_ip: bytes) -> int:
+    """``sys_flag`` with its host bits set from the address lengths (16 bytes: IPv6)."""
+    sys_flag &= ~_HOST_FLAGS
     if len(born_ip) == 16:
         sys_flag |= MessageSysFlag.BORNHOST_V6_FLAG
     if len(store_ip) == 16:
         sys_flag |= MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
-    if tail is None:
-        try:
-            tail = encode_topic_tail(topic.encode(), properties.encode())
-        except UnicodeEncodeError as e:  # lone surrogates cannot be stored
-            raise MessageFormatError(f"topic or properties not encodable: {e}") from e
-    magic, tail_bytes = tail
-    prefix = _PREFIX_STRUCTS[_host_bits(sys_flag)]
-    r = PreparedRecord()
-    r.total_size = total_size = prefix.size + len(body) + len(tail_bytes)
-    r.head = prefix.pack(
-        total_size, magic, zlib.crc32(body) & 0x7FFFFFFF, queue_id, flag, 0, 0, sys_flag, born_timestamp,
-        born_ip, born_host[1], 0, store_ip, store_host[1], reconsume_times, prepared_transaction_offset, len(body))
-    r.sys_flag = sys_flag
-    r.store_ip = store_ip
-    r.store_port = store_host[1]
-    r.body = body
-    r.tail = tail_bytes
-    r.store_timestamp_at = store_timestamp_position(sys_flag)
-    return r
+    return sys_flag
 
 
-def write_record_py(buf: WriteBuffer, pos: int, head: bytes, body: bytes, tail: bytes, queue_offset: int,
-                    physical_offset: int, store_timestamp_at: int, store_timestamp: int) -> int:
-    """Write a record at ``buf[pos:]``: ``head`` with QUEUEOFFSET, PHYSICALOFFSET and (at
-    ``store_timestamp_at``) STORETIMESTAMP filled in, then ``body`` and ``tail``. Returns its
-    size; ValueError when it does not fit ``buf`` or the positions fall outside ``head``."""
-    h = len(head)
-    body_end = pos + h + len(body)
-    end = body_end + len(tail)
-    if pos < 0 or end > len(buf) or not PHYSICAL_OFFSET_POSITION + 8 <= store_timestamp_at <= h - 8:
-        raise ValueError("write_record: the record does not fit the buffer or its head")
-    buf[pos:pos + h] = head
-    _QUEUE_AND_PHYSICAL_OFFSET.pack_into(buf, pos + QUEUE_OFFSET_POSITION, queue_offset, physical_offset)
-    _INT64.pack_into(buf, pos + store_timestamp_at, store_timestamp)
-    buf[pos + h:body_end] = body
-    buf[body_end:end] = tail
-    return end - pos
+def encode_record_py(buf: WriteBuffer, pos: int, limit: int, topic: str, properties: str, body: bytes | memoryview,
+                     queue_id: int, flag: int, sys_flag: int, born_timestamp: int, born_ip: bytes, born_port: int,
+                     store_ip: bytes, store_port: int, reconsume_times: int, prepared_transaction_offset: int,
+                     queue_offset: int, physical_offset: int, store_timestamp: int) -> int:
+    """Write one record at ``buf[pos:]`` when it fits below ``limit``: returns its size. When it
+    does not fit, writes nothing and returns minus its size (``limit == pos``: a size query).
+
+    ``sys_flag``'s host bits must match the lengths of ``born_ip`` and ``store_ip``
+    (:func:`with_host_flags`). Raises ValueError for a topic or properties too long for a record
+    (UnicodeEncodeError when not encodable), hosts that do not match, or ``pos`` / ``limit``
+    outside ``buf``; struct.error for a field outside its type. Nothing is written when it
+    raises. The twin of ``_native.encode_record``."""
+    topic_bytes = topic.encode()
+    properties_bytes = properties.encode()
+    if len(properties_bytes) > MAX_PROPERTIES_LENGTH:
+        raise ValueError(f"properties length {len(properties_bytes)} > {MAX_PROPERTIES_LENGTH}")
+    if len(topic_bytes) > _MAX_TOPIC_LENGTH_V2:
+        raise ValueError(f"topic length {len(topic_bytes)} does not fit a record")
+    bits = _host_bits(sys_flag)
+    if len(born_ip) != (16 if bits & 1 else 4) or len(store_ip) != (16 if bits & 2 else 4):
+        raise ValueError("encode_record: the host addresses do not match the sysFlag's host bits")
+    if memoryview(buf).readonly:
+        raise BufferError("Object is not writable.")
+    prefix = _PREFIX_STRUCTS[bits]
+    v1 = len(topic_bytes) <= MAX_TOPIC_LENGTH_V1
+    topic_length = bytes((len(topic_bytes),)) if v1 else _INT16.pack(len(topic_bytes))
+    size = prefix.size + len(body) + len(topic_length) + len(topic_bytes) + 2 + len(properties_bytes)
+    if not 0 <= pos <= limit <= len(buf):
+        raise ValueError("encode_record: the position or the limit is outside the buffer")
+    if size > limit - pos:
+        return -size
+    record = b"".join((
+        prefix.pack(size, MAGIC_CODE_V1 if v1 else MAGIC_CODE_V2, body_crc(body), queue_id, flag, queue_offset,
+                    physical_offset, sys_flag, born_timestamp, born_ip, born_port, store_timestamp, store_ip,
+                    store_port, reconsume_times, prepared_transaction_offset, len(body)),
+        body, topic_length, topic_bytes, _INT16.pack(len(properties_bytes)), properties_bytes))
+    buf[pos:pos + size] = record
+    return size
 
 
-_write_record = native_function("write_record", write_record_py, {
-    "QUEUE_OFFSET_POSITION": QUEUE_OFFSET_POSITION, "PHYSICAL_OFFSET_POSITION": PHYSICAL_OFFSET_POSITION})
+encode_record = native_function("encode_record", encode_record_py, {
+    "QUEUE_OFFSET_POSITION": QUEUE_OFFSET_POSITION, "PHYSICAL_OFFSET_POSITION": PHYSICAL_OFFSET_POSITION,
+    "RECORD_PREFIX_V4_SIZE": PREFIX_V4.size, "MAGIC_CODE_V1": MAGIC_CODE_V1, "MAGIC_CODE_V2": MAGIC_CODE_V2,
+    "MAX_TOPIC_LENGTH_V1": MAX_TOPIC_LENGTH_V1, "MAX_PROPERTIES_LENGTH": MAX_PROPERTIES_LENGTH,
+    "BORNHOST_V6_FLAG": MessageSysFlag.BORNHOST_V6_FLAG,
+    "STOREHOSTADDRESS_V6_FLAG": MessageSysFlag.STOREHOSTADDRESS_V6_FLAG})
+# a buffer for size queries: encode_record(NO_ROOM, 0, 0, ...) is minus the record's size
+NO_ROOM = bytearray()
 
 
-def write_prepared_record(
-    buf: WriteBuffer, pos: int, r: PreparedRecord, queue_offset: int, physical_offset: int, store_timestamp: int
-) -> int:
-    """Write ``r`` at ``buf[pos:]``; returns the record size. ``buf`` must have room."""
-    return _write_record(buf, pos, r.head, r.body, r.tail, queue_offset, physical_offset,
-                         r.store_timestamp_at, store_timestamp)
+def _record_fields(fields: dict[str, Any]) -> tuple[Any, ...]:
+    """encode_record's arguments from topic to prepared_transaction_offset, from the named
+    fields of a record (hosts as (host, port)): the form the tests and tools write records in."""
+    born_ip = host_to_bytes(fields["born_host"][0])
+    store_ip = host_to_bytes(fields["store_host"][0])
+    return (fields["topic"], fields["properties"], fields["body"], fields["queue_id"], fields["flag"],
+            with_host_flags(fields["sys_flag"], born_ip, store_ip), fields["born_timestamp"], born_ip,
+            fields["born_host"][1], store_ip, fields["store_host"][1], fields.get("reconsume_times", 0),
+            fields.get("prepared_transaction_offset", 0))
+
+
+def _encode_fields(buf: WriteBuffer, pos: int, limit: int, args: tuple[Any, ...], queue_offset: int,
+                   physical_offset: int, store_timestamp: int) -> int:
+    try:
+        return encode_record(buf, pos, limit, *(*args, queue_offset, physical_offset, store_timestamp))
+    except UnicodeEncodeError as e:   # lone surrogates cannot be stored
+        raise MessageFormatError(f"topic or properties not encodable: {e}") from e
+    except ValueError as e:
+        raise MessageFormatError(str(e)) from e
 
 
 def encode_message_record(buf: WriteBuffer, pos: int, *, queue_offset: int, physical_offset: int,
                           store_timestamp: int, **fields: Any) -> int:
-    """Write one stored record into ``buf`` at ``pos`` (CRC, sizes and host flags filled in);
-    ``fields`` are those of :func:`prepare_record`.
+    """Write one stored record into ``buf`` at ``pos`` (CRC, sizes and host flags filled in).
 
-    Returns the number of bytes written. The CommitLog uses the two-step
-    :func:`prepare_record` / :func:`write_prepared_record` form of this function.
+    ``fields``: topic, queue_id, flag, body, properties, sys_flag, born_timestamp, born_host,
+    store_host, and optionally reconsume_times and prepared_transaction_offset. Returns the
+    number of bytes written; MessageFormatError for a record that cannot be encoded or does not
+    fit ``buf``.
     """
-    r = prepare_record(**fields)
-    if pos + r.total_size > len(buf):
-        raise MessageFormatError(f"record of {r.total_size} bytes does not fit at {pos}")
-    return write_prepared_record(buf, pos, r, queue_offset, physical_offset, store_timestamp)
+    size = _encode_fields(buf, pos, len(buf), _record_fields(fields), queue_offset, physical_offset, store_timestamp)
+    if size < 0:
+        raise MessageFormatError(f"record of {-size} bytes does not fit at {pos}")
+    return size
 
 
 def encode_message_record_bytes(*, queue_offset: int = 0, physical_offset: int = 0,
                                 store_timestamp: int = 0, **fields: Any) -> bytes:
     """Like :func:`encode_message_record` but returns the record as ``bytes`` (tests, tools)."""
-    r = prepare_record(**fields)
-    out = bytearray(r.total_size)
-    write_prepared_record(out, 0, r, queue_offset, physical_offset, store_timestamp)
+    args = _record_fields(fields)
+    out = bytearray(-_encode_fields(NO_ROOM, 0, 0, args, queue_offset, physical_offset, store_timestamp))
+    _encode_fields(out, 0, len(out), args, queue_offset, physical_offset, store_timestamp)
     return bytes(out)
 
 
@@ -575,13 +542,12 @@ def pickup_store_timestamp(buf: ReadBuffer, pos: int = 0) -> int:
 __all__ = [
     "BATCH_ENTRY_HEAD", "BATCH_ENTRY_OVERHEAD", "BLANK_MAGIC_CODE", "BLANK_RECORD", "BatchEntry", "BatchEntryFormat",
     "BlankRecord", "END_FILE_MIN_BLANK_LENGTH", "MAGIC_CODE_V1", "MAGIC_CODE_V2", "MAX_BATCH_ENTRIES",
-    "MAX_PROPERTIES_LENGTH", "MAX_TOPIC_LENGTH_V1", "MessageConst",
+    "MAX_PROPERTIES_LENGTH", "MAX_TOPIC_LENGTH_V1", "MessageConst", "NO_ROOM",
     "MessageExt", "MessageFormatError", "MessageRecordV1", "MessageRecordV2", "MessageSysFlag",
-    "NAME_VALUE_SEPARATOR", "PROPERTY_SEPARATOR", "PreparedRecord", "RecordInfo", "RecordLayout", "body_crc",
+    "NAME_VALUE_SEPARATOR", "PROPERTY_SEPARATOR", "RecordInfo", "RecordLayout", "body_crc",
     "bytes_to_host", "check_record", "create_offset_msg_id", "decode_batch", "decode_message", "split_batch",
     "decode_messages", "decode_offset_msg_id", "decode_record_layout", "encode_batch", "encode_message_record",
-    "encode_message_record_bytes", "encode_topic_tail", "host_to_bytes", "java_string_hash",
-    "pickup_store_timestamp", "prepare_record", "record_properties_string", "properties_to_string", "property_value", "record_length",
-    "store_timestamp_position", "string_to_properties", "tags_string_to_tags_code",
-    "write_prepared_record",
+    "encode_message_record_bytes", "encode_record", "host_to_bytes", "java_string_hash",
+    "pickup_store_timestamp", "record_properties_string", "properties_to_string", "property_value", "record_length",
+    "store_timestamp_position", "string_to_properties", "tags_string_to_tags_code", "with_host_flags",
 ]

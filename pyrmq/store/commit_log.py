@@ -6,9 +6,10 @@ worker thread at the same time (see :mod:`pyrmq.store.mapped_file_queue`).
 
 from __future__ import annotations
 
-import struct
 import logging
+import struct
 import time
+from typing import Any
 
 from pyrmq.codec.message import (
     BLANK_MAGIC_CODE,
@@ -16,17 +17,18 @@ from pyrmq.codec.message import (
     END_FILE_MIN_BLANK_LENGTH,
     MessageFormatError,
     MessageSysFlag,
+    NO_ROOM,
     PROPERTY_SEPARATOR,
     RecordInfo,
+    WriteBuffer,
     create_offset_msg_id,
-    split_batch,
-    encode_topic_tail,
+    encode_record,
     host_to_bytes,
     pickup_store_timestamp,
-    prepare_record,
     property_value,
+    split_batch,
     tags_string_to_tags_code,
-    write_prepared_record,
+    with_host_flags,
 )
 from pyrmq.codec.message import MessageConst
 from pyrmq.store.mapped_file import MappedFile
@@ -203,110 +205,159 @@ class CommitLog:
             raise AppendError(put_status_of(e), f"cannot create or reserve a commit log file: {e}") from e
         return mf
 
-    def append_message(self, msg: MessageExtBrokerInner) -> tuple[AppendMessageResult, RecordInfo]:
-        """Append one record; returns the result and the record's dispatch request."""
+    @staticmethod
+    def _room(mf: MappedFile) -> int:
+        """Where records written to ``mf`` now must end: its reserved space, and room for the
+        blank record that closes a file."""
+        return min(mf.reserved, mf.file_size - END_FILE_MIN_BLANK_LENGTH)
+
+    def _hosts(self, msg: MessageExtBrokerInner | MessageExtBatch) -> tuple[bytes, bytes, int]:
+        """(born ip, store ip, sysFlag with its host bits) of a message."""
         try:
-            r = prepare_record(
-                topic=msg.topic, queue_id=msg.queue_id, flag=msg.flag, body=msg.body,
-                properties=msg.properties_string, sys_flag=msg.sys_flag,
-                born_timestamp=msg.born_timestamp, born_host=msg.born_host,
-                store_host=msg.store_host, reconsume_times=msg.reconsume_times,
-                prepared_transaction_offset=msg.prepared_transaction_offset,
-                store_ip=self._ip_bytes(msg.store_host[0]), born_ip=self._ip_bytes(msg.born_host[0]),
-            )
-        except (MessageFormatError, OSError, ValueError, struct.error) as e:   # struct.error: a field past its range
+            born_ip = self._ip_bytes(msg.born_host[0])
+            store_ip = self._ip_bytes(msg.store_host[0])
+        except (OSError, ValueError) as e:
             raise AppendError(PutMessageStatus.MESSAGE_ILLEGAL, str(e)) from e
-        size = r.total_size
-        if size > self._max_record_size:
-            raise AppendError(PutMessageStatus.MESSAGE_ILLEGAL,
-                              f"message record of {size} bytes exceeds {self._max_record_size}")
+        return born_ip, store_ip, with_host_flags(msg.sys_flag, born_ip, store_ip)
+
+    def append_message(self, msg: MessageExtBrokerInner) -> tuple[AppendMessageResult, RecordInfo]:
+        """Append one record; returns the result and the record's dispatch request.
+
+        The record is encoded straight into the file (one C call when built): into the current
+        file when it fits there, else -- its size known from that attempt -- into the file
+        ``_writable_file`` makes room in. Nothing is written for a record that is refused."""
+        born_ip, store_ip, sys_flag = self._hosts(msg)
         key = f"{msg.topic}-{msg.queue_id}"
         table = self.topic_queue_table
-        tran_type = r.sys_flag & _TRANSACTION_MASK
-        counts = tran_type not in _NO_QUEUE_OFFSET_TYPES
+        counts = sys_flag & _TRANSACTION_MASK not in _NO_QUEUE_OFFSET_TYPES
         queue_offset = table.get(key, 0) if counts else 0
-
-        mf = self._writable_file(size)
-        pos = mf.wrote_position
-        wrote_offset = mf.file_from_offset + pos
+        fields = (msg.topic, msg.properties_string, msg.body, msg.queue_id, msg.flag, sys_flag, msg.born_timestamp,
+                  born_ip, msg.born_host[1], store_ip, msg.store_host[1], msg.reconsume_times,
+                  msg.prepared_transaction_offset, queue_offset)
         store_timestamp = now_ms()
-        write_prepared_record(mf.mm, pos, r, queue_offset, wrote_offset, store_timestamp)
+        max_size = self._max_record_size
+        mf = self.mapped_file_queue.last_mapped_file()
+        try:
+            if mf is None:   # no file yet: a size query
+                size = encode_record(NO_ROOM, 0, 0, *fields, 0, store_timestamp)
+            else:
+                pos = mf.wrote_position
+                size = encode_record(mf.mm, pos, max(pos, min(self._room(mf), pos + max_size)), *fields,
+                                     mf.file_from_offset + pos, store_timestamp)
+            if mf is None or size < 0:   # no room here (or too large): minus its size
+                if -size > max_size:
+                    raise AppendError(PutMessageStatus.MESSAGE_ILLEGAL,
+                                      f"message record of {-size} bytes exceeds {max_size}")
+                mf = self._writable_file(-size)
+                pos = mf.wrote_position
+                size = encode_record(mf.mm, pos, self._room(mf), *fields, mf.file_from_offset + pos, store_timestamp)
+                assert size > 0, "a file made room for a record it has no room for"
+        except (ValueError, struct.error) as e:   # struct.error: a field past its range
+            raise AppendError(PutMessageStatus.MESSAGE_ILLEGAL, str(e)) from e
+        wrote_offset = mf.file_from_offset + pos
         mf.wrote_position = pos + size
         self.mapped_file_queue.commit(wrote_offset + size, store_timestamp)
         if counts:
             table[key] = queue_offset + 1
         result = AppendMessageResult(
             wrote_offset=wrote_offset, wrote_bytes=size,
-            msg_id=create_offset_msg_id(r.store_ip, r.store_port, wrote_offset),
+            msg_id=create_offset_msg_id(store_ip, msg.store_host[1], wrote_offset),
             store_timestamp=store_timestamp, logics_offset=queue_offset,
         )
-        dispatch = RecordInfo(size, msg.topic, msg.queue_id, queue_offset, wrote_offset, r.sys_flag,
+        dispatch = RecordInfo(size, msg.topic, msg.queue_id, queue_offset, wrote_offset, sys_flag,
                               store_timestamp, msg.tags_code, msg.prepared_transaction_offset,
                               msg.properties_string)
         return result, dispatch
 
     def append_batch(self, batch: MessageExtBatch) -> tuple[AppendMessageResult, list[RecordInfo]]:
-        """Append each batch entry as its own record, consecutive queue offsets (message.md §5)."""
+        """Append each batch entry as its own record, consecutive queue offsets (message.md §5),
+        all in one file: into the current one when they fit there, else into the file
+        ``_writable_file`` makes room in."""
         try:
             entries = split_batch(batch.body)
         except MessageFormatError as e:
             raise AppendError(PutMessageStatus.MESSAGE_ILLEGAL, f"bad batch body: {e}") from e
         if not entries:
             raise AppendError(PutMessageStatus.MESSAGE_ILLEGAL, "empty batch")
-        topic_bytes = batch.topic.encode()
+        born_ip, store_ip, sys_flag = self._hosts(batch)
         batch_props = batch.properties_string
-        prepared = []
-        try:
-            store_ip = self._ip_bytes(batch.store_host[0])
-            born_ip = self._ip_bytes(batch.born_host[0])
-            for entry_flag, entry_body, entry_props in entries:
-                props = entry_props
-                if props and not props.endswith(PROPERTY_SEPARATOR):
-                    props += PROPERTY_SEPARATOR
-                props += batch_props
-                r = prepare_record(
-                    topic=batch.topic, queue_id=batch.queue_id, flag=entry_flag, body=entry_body,
-                    properties=props, sys_flag=batch.sys_flag,
-                    born_timestamp=batch.born_timestamp, born_host=batch.born_host,
-                    store_host=batch.store_host, reconsume_times=batch.reconsume_times,
-                    prepared_transaction_offset=0, store_ip=store_ip, born_ip=born_ip,
-                    tail=encode_topic_tail(topic_bytes, props.encode()),
-                )
-                tags = property_value(entry_props, _TAGS)
-                prepared.append((r, props, tags_string_to_tags_code(tags)))
-        except (MessageFormatError, OSError, ValueError, struct.error) as e:   # struct.error: a field past its range
-            raise AppendError(PutMessageStatus.MESSAGE_ILLEGAL, str(e)) from e
-        total = sum(r.total_size for r, _, _ in prepared)
-        if total > self.config.mapped_file_size_commit_log - END_FILE_MIN_BLANK_LENGTH or any(
-            r.total_size > self._max_record_size for r, _, _ in prepared
-        ):
-            raise AppendError(PutMessageStatus.MESSAGE_ILLEGAL, f"batch of {total} bytes too large")
-
+        # each entry's properties end with the batch's (separated unless empty or ending with one)
+        properties = [props + PROPERTY_SEPARATOR + batch_props if props and not props.endswith(PROPERTY_SEPARATOR)
+                      else props + batch_props for _, _, props in entries]
         key = f"{batch.topic}-{batch.queue_id}"
         first_queue_offset = self.topic_queue_table.get(key, 0)
-        mf = self._writable_file(total)  # the whole batch goes into one file
-        pos = mf.wrote_position
-        begin = mf.file_from_offset + pos
         store_timestamp = now_ms()
+        fields = (batch.topic, batch.queue_id, sys_flag, batch.born_timestamp, born_ip, batch.born_host[1],
+                  store_ip, batch.store_host[1], batch.reconsume_times)
+        mf = self.mapped_file_queue.last_mapped_file()
+        try:
+            sizes = None if mf is None else self._write_entries(mf, entries, properties, fields, first_queue_offset,
+                                                                 store_timestamp)
+            if mf is None or sizes is None:   # no room in the current file: the sizes, then a file with room
+                sizes = [-self._encode_entry(NO_ROOM, 0, 0, entry, props, fields, 0, 0, store_timestamp)
+                         for entry, props in zip(entries, properties)]
+                total = sum(sizes)
+                if total > self.config.mapped_file_size_commit_log - END_FILE_MIN_BLANK_LENGTH or max(
+                        sizes) > self._max_record_size:
+                    raise AppendError(PutMessageStatus.MESSAGE_ILLEGAL, f"batch of {total} bytes too large")
+                mf = self._writable_file(total)
+                sizes = self._write_entries(mf, entries, properties, fields, first_queue_offset, store_timestamp)
+                assert sizes is not None, "a file made room for a batch it has no room for"
+        except (ValueError, struct.error) as e:   # struct.error: a field past its range
+            raise AppendError(PutMessageStatus.MESSAGE_ILLEGAL, str(e)) from e
+
+        begin = offset = mf.file_from_offset + mf.wrote_position
         dispatches = []
         msg_ids = []
-        offset = begin
-        for i, (r, props, tags_code) in enumerate(prepared):
-            size = write_prepared_record(mf.mm, pos, r, first_queue_offset + i, offset, store_timestamp)
+        for i, (size, props, (_, _, entry_props)) in enumerate(zip(sizes, properties, entries)):
+            tags_code = tags_string_to_tags_code(property_value(entry_props, _TAGS))
             dispatches.append(RecordInfo(size, batch.topic, batch.queue_id, first_queue_offset + i, offset,
-                                         r.sys_flag, store_timestamp, tags_code, 0, props))
-            msg_ids.append(create_offset_msg_id(store_ip, r.store_port, offset))
-            pos += size
+                                         sys_flag, store_timestamp, tags_code, 0, props))
+            msg_ids.append(create_offset_msg_id(store_ip, batch.store_host[1], offset))
             offset += size
-        mf.wrote_position = pos
+        mf.wrote_position += offset - begin
         self.mapped_file_queue.commit(offset, store_timestamp)
-        self.topic_queue_table[key] = first_queue_offset + len(prepared)
+        self.topic_queue_table[key] = first_queue_offset + len(entries)
         result = AppendMessageResult(
-            wrote_offset=begin, wrote_bytes=total, msg_id=",".join(msg_ids),
+            wrote_offset=begin, wrote_bytes=offset - begin, msg_id=",".join(msg_ids),
             store_timestamp=store_timestamp, logics_offset=first_queue_offset,
-            msg_num=len(prepared),
+            msg_num=len(entries),
         )
         return result, dispatches
+
+    @staticmethod
+    def _encode_entry(buf: WriteBuffer, pos: int, limit: int, entry: tuple[int, bytes, str], properties: str,
+                      fields: tuple[Any, ...], queue_offset: int, physical_offset: int, store_timestamp: int) -> int:
+        topic, queue_id, sys_flag, born_timestamp, born_ip, born_port, store_ip, store_port, reconsume = fields
+        return encode_record(buf, pos, limit, topic, properties, entry[1], queue_id, entry[0], sys_flag,
+                             born_timestamp, born_ip, born_port, store_ip, store_port, reconsume, 0, queue_offset,
+                             physical_offset, store_timestamp)
+
+    def _write_entries(self, mf: MappedFile, entries: list[tuple[int, bytes, str]], properties: list[str],
+                       fields: tuple[Any, ...], first_queue_offset: int, store_timestamp: int) -> list[int] | None:
+        """Write a batch's records from ``mf``'s end; their sizes, or None when one has no room
+        there or is too large (what was written is then cut off: a recovery never reads it)."""
+        start = pos = mf.wrote_position
+        room = self._room(mf)
+        max_size = self._max_record_size
+        base = mf.file_from_offset
+        mm = mf.mm
+        sizes = []
+        try:
+            for i, (entry, props) in enumerate(zip(entries, properties)):
+                size = self._encode_entry(mm, pos, max(pos, min(room, pos + max_size)), entry, props, fields,
+                                          first_queue_offset + i, base + pos, store_timestamp)
+                if size < 0:
+                    break
+                sizes.append(size)
+                pos += size
+            else:
+                return sizes
+        finally:
+            if pos > start and len(sizes) < len(entries):
+                # records past the file's end that no put covers: a zero TOTALSIZE ends a walk there
+                BLANK_RECORD.pack_into(mm, start, 0, 0)
+        return None
 
     # ------------------------------------------------------------------ replicated bytes
 

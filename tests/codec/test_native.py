@@ -40,7 +40,7 @@ def test_the_extension_is_built_and_bound():
         assert message_batch._split_batch is _native.split_batch
         assert message_props.string_to_properties is _native.string_to_properties
         assert message_props.property_value is _native.property_value
-        assert message._write_record is _native.write_record
+        assert message.encode_record is _native.encode_record
         assert message_props.properties_to_string is _native.properties_to_string
         assert route_info._merge_queue_datas is _native.merge_queue_datas
 
@@ -364,41 +364,72 @@ def test_property_value_refuses_alike():
 # ---- a CommitLog record
 
 
-@needs_native
-@settings(max_examples=300, deadline=None)
-@given(topic=st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=20),
-       body=st.binary(max_size=300), props=st.text(st.characters(blacklist_categories=("Cs",)), max_size=40),
-       born_v6=st.booleans(), store_v6=st.booleans(), pos=st.integers(0, 50),
-       queue_offset=st.integers(-2**63, 2**63 - 1), physical_offset=st.integers(-2**63, 2**63 - 1),
-       store_timestamp=st.integers(-2**63, 2**63 - 1))
-def test_write_record_writes_the_twins_bytes(topic, body, props, born_v6, store_v6, pos, queue_offset,
-                                             physical_offset, store_timestamp):
-    r = message.prepare_record(
-        topic=topic, queue_id=3, flag=7, body=body, properties=props, sys_flag=0, born_timestamp=1_700_000_000_000,
-        born_host=("::1" if born_v6 else "10.0.0.1", 5555), store_host=("fe80::2" if store_v6 else "10.0.0.2", 10911),
-        reconsume_times=2, prepared_transaction_offset=9)
-    a, b = bytearray(b"\xaa" * (pos + r.total_size + 5)), bytearray(b"\xaa" * (pos + r.total_size + 5))
-    args = (pos, r.head, r.body, r.tail, queue_offset, physical_offset, r.store_timestamp_at, store_timestamp)
-    assert _native.write_record(a, *args) == message.write_record_py(b, *args) == r.total_size
-    assert a == b
-    ext, size = message.decode_message(bytes(a[pos:pos + r.total_size]))
-    assert size == r.total_size
-    assert (ext.topic, ext.body, ext.queue_offset, ext.commit_log_offset, ext.store_timestamp) == (
-        topic, body, queue_offset, physical_offset, store_timestamp)
+_V4_IP, _V6_IP = bytes([10, 0, 0, 1]), bytes(range(16))
+_INT32 = st.one_of(st.integers(-2**31, 2**31 - 1), st.sampled_from([-2**31 - 1, 2**31]))
+_INT64 = st.one_of(st.integers(-2**63, 2**63 - 1), st.sampled_from([-2**63 - 1, 2**63, 2**70]))
+
+
+def _record_args(topic, props, body, born_v6, store_v6, ints):
+    """encode_record's arguments from topic on, ``ints``: queue_id, flag, sys_flag's other bits,
+    born_timestamp, born_port, store_port, reconsume_times, prepared_transaction_offset,
+    queue_offset, physical_offset, store_timestamp."""
+    queue_id, flag, sys_flag, born_ts, born_port, store_port, reconsume, prepared, qo, po, ts = ints
+    sys_flag = message.with_host_flags(sys_flag, _V6_IP if born_v6 else _V4_IP, _V6_IP if store_v6 else _V4_IP)
+    return (topic, props, body, queue_id, flag, sys_flag, born_ts, _V6_IP if born_v6 else _V4_IP, born_port,
+            _V6_IP if store_v6 else _V4_IP, store_port, reconsume, prepared, qo, po, ts)
 
 
 @needs_native
-def test_write_record_refuses_what_does_not_fit_alike():
-    r = message.prepare_record(topic="T", queue_id=0, flag=0, body=b"x" * 10, properties="", sys_flag=0,
-                               born_timestamp=0, born_host=("10.0.0.1", 1), store_host=("10.0.0.2", 2))
-    for put in (_native.write_record, message.write_record_py):
-        buf = bytearray(r.total_size + 3)
-        for pos, at in ((4, r.store_timestamp_at), (-1, r.store_timestamp_at), (0, 8), (0, len(r.head) - 7)):
-            with pytest.raises(ValueError, match="does not fit"):
-                put(buf, pos, r.head, r.body, r.tail, 0, 0, at, 0)
-        assert buf == bytearray(r.total_size + 3)   # nothing written
-        with pytest.raises((TypeError, BufferError)):
-            put(bytes(buf), 0, r.head, r.body, r.tail, 0, 0, r.store_timestamp_at, 0)
+@settings(max_examples=400, deadline=None)
+@given(topic=st.one_of(st.text(_chars, max_size=20), st.text(st.characters(max_codepoint=0x7F), min_size=120,
+                                                              max_size=200)),
+       body=st.binary(max_size=300), props=st.text(_chars, max_size=40),
+       born_v6=st.booleans(), store_v6=st.booleans(), pos=st.integers(-2, 60), room=st.integers(-2, 700),
+       ints=st.tuples(_INT32, _INT32, _INT32, _INT64, _INT32, _INT32, _INT32, _INT64, _INT64, _INT64, _INT64))
+def test_encode_record_writes_the_twins_bytes(topic, body, props, born_v6, store_v6, pos, room, ints):
+    args = _record_args(topic, props, body, born_v6, store_v6, ints)
+    a, b = bytearray(b"\xaa" * 500), bytearray(b"\xaa" * 500)
+    limit = pos + room
+    outcome = _outcome_of_any(_native.encode_record, a, pos, limit, *args)
+    assert outcome == _outcome_of_any(message.encode_record_py, b, pos, limit, *args)
+    assert a == b   # the same bytes, or nothing written by either
+    if outcome != ("ok",):
+        return
+    size = _native.encode_record(bytearray(a), pos, limit, *args)
+    assert _native.encode_record(message.NO_ROOM, 0, 0, *args) == -abs(size)   # a size query
+    if size < 0:
+        assert a == bytearray(b"\xaa" * 500)
+        return
+    ext, decoded_size = message.decode_message(bytes(a[pos:pos + size]))
+    assert decoded_size == size <= limit - pos
+    assert (ext.topic, ext.body, ext.queue_id, ext.flag, ext.sys_flag, ext.born_timestamp, ext.reconsume_times,
+            ext.prepared_transaction_offset, ext.queue_offset, ext.commit_log_offset, ext.store_timestamp) == (
+        topic, body, *args[3:7], *args[11:])
+    assert message.check_record(a, pos, pos + size, info=False) in (size, None)   # CRC and lengths as recovery reads them
+
+
+@needs_native
+def test_encode_record_refuses_alike():
+    ok = _record_args("T", "A\x01b", b"x" * 10, False, False, (0,) * 11)
+    for encode in (_native.encode_record, message.encode_record_py):
+        buf = bytearray(300)
+        for pos, limit in ((-1, 10), (20, 10), (0, 301), (2**70, 2**71)):
+            with pytest.raises(ValueError, match="outside the buffer"):
+                encode(buf, pos, limit, *ok)
+        with pytest.raises(ValueError, match="host bits"):
+            encode(buf, 0, 300, *ok[:5], ok[5] | 0x10, *ok[6:])
+        with pytest.raises(ValueError, match="properties length"):
+            encode(buf, 0, 300, "T", "p" * 32768, *ok[2:])
+        with pytest.raises(ValueError, match="topic length"):
+            encode(buf, 0, 300, "t" * 32768, *ok[1:])
+        with pytest.raises(UnicodeEncodeError):
+            encode(buf, 0, 300, "T\ud800", *ok[1:])
+        with pytest.raises(BufferError):
+            encode(bytes(300), 0, 300, *ok)
+        assert buf == bytearray(300)   # nothing written
+        assert encode(buf, 5, 5 + 104, *ok) == -105   # one byte short: nothing written
+        assert buf == bytearray(300)
+        assert encode(buf, 5, 5 + 105, *ok) == 105
 
 
 @needs_native
