@@ -144,11 +144,29 @@ def test_batch_each_entry_is_a_record(store):
     assert store.commit_log.topic_queue_table["TopicTest-0"] == 6
 
 
-def test_batch_never_spans_files(store):
+def test_batch_never_spans_files(store, config):
     entries = [BatchEntry(0, b"b" * 300, "") for _ in range(6)]
-    store.put_message(make_msg(body=b"a" * 2500))
+    end = store.put_message(make_msg(body=b"a" * 2500)).append_result.wrote_bytes
     r = store.put_messages(make_batch(encode_batch(entries)))
     assert r.is_ok() and r.append_result.wrote_offset == 4096
+    assert [m.body for m in decode_messages(store.commit_log.get_data(4096, r.append_result.wrote_bytes))] == [
+        b"b" * 300] * 6
+    # the entries that fitted the first file before one did not are behind its blank record
+    first = open(os.path.join(config.commit_log_dir(), "00000000000000000000"), "rb").read()
+    assert struct.unpack_from(">ii", first, end) == (4096 - end, BLANK_MAGIC_CODE)
+
+
+def test_a_batch_refused_half_written_leaves_no_record(store):
+    end = store.put_message(make_msg(body=b"a" * 100)).append_result.wrote_bytes
+    # the second entry's properties, with the batch's appended, pass the 32767 bytes a record holds
+    entries = [BatchEntry(0, b"first", ""), BatchEntry(0, b"second", "K\x01" + "v" * 32760)]
+    assert store.put_messages(make_batch(encode_batch(entries))).status is PutMessageStatus.MESSAGE_ILLEGAL
+    assert store.get_max_phy_offset() == end
+    assert bytes(store.commit_log.mapped_file_queue.last_mapped_file().mm[end:end + 8]) == bytes(8)
+    r = store.put_message(make_msg(body=b"next"))
+    assert r.is_ok() and r.append_result.wrote_offset == end
+    assert [m.body for m in decode_messages(store.commit_log.get_data(0, store.get_max_phy_offset()))] == [
+        b"a" * 100, b"next"]
 
 
 def test_batch_rejections(store):
