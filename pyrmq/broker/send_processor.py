@@ -147,6 +147,16 @@ def _optional_int(header: dict[str, str], name: str, default: int) -> int:
 def required_send_fields(header: dict[str, str], keys: _Keys) -> tuple[str, int, int, int, int]:
     """The send header's required fields, checked as Java does: topic, queueId, sysFlag,
     bornTimestamp, flag (producerGroup must be present too)."""
+    get = header.get
+    topic, queue_id, sys_flag, born_timestamp, flag = (
+        get(keys.topic), get(keys.queue_id), get(keys.sys_flag), get(keys.born_timestamp), get(keys.flag))
+    if topic and queue_id and sys_flag and born_timestamp and flag and get(keys.producer_group):
+        try:   # every field there (the common case): read at once
+            return (topic, parse_java_int(queue_id, bits=32), parse_java_int(sys_flag, bits=32),
+                    parse_java_int(born_timestamp), parse_java_int(flag, bits=32))
+        except ValueError:
+            pass
+    # one missing or not a number: the first in Java's order is the one refused
     topic = _required(header, keys.topic)
     _required(header, keys.producer_group)
     return (topic, _required_int(header, keys.queue_id), _required_int(header, keys.sys_flag),

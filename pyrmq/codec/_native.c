@@ -796,6 +796,71 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(parse_java_int_doc,
+"parse_java_int(text, bits=64) -> int\n\n"
+"The value of ``text`` as Java's parseInt (``bits=32``) or parseLong reads it: an optional sign\n"
+"and 1 to 19 ASCII digits, in the type's range. Raises ValueError for anything else.");
+
+static PyObject *parse_java_int(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    PyObject *bits_obj = nargs == 2 ? args[1] : NULL;
+    if (nkw == 1 && nargs == 1 && PyUnicode_Check(PyTuple_GET_ITEM(kwnames, 0))
+        && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "bits") == 0)
+        bits_obj = args[1];
+    else if (nkw != 0 || nargs < 1 || nargs > 2)
+        bits_obj = Py_None;   /* a call this function does not take */
+    if (bits_obj == Py_None || !PyUnicode_Check(args[0]) || (bits_obj != NULL && !PyLong_Check(bits_obj))) {
+        PyErr_SetString(PyExc_TypeError, "parse_java_int(text: str, bits: int = 64)");
+        return NULL;
+    }
+    int bits = 64;
+    if (bits_obj != NULL) {
+        int overflow = 0;
+        long b = PyLong_AsLongAndOverflow(bits_obj, &overflow);
+        if (b == -1 && PyErr_Occurred())
+            return NULL;
+        if (!overflow && b == 32)
+            bits = 32;
+    }
+    PyObject *text = args[0];
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    int valid = PyUnicode_IS_ASCII(text) && n > 0;
+    unsigned long long magnitude = 0;
+    int negative = 0;
+    if (valid) {
+        const char *c = (const char *)PyUnicode_DATA(text);
+        Py_ssize_t i = 0;
+        if (c[0] == '+' || c[0] == '-') {
+            negative = c[0] == '-';
+            i = 1;
+        }
+        valid = n - i >= 1 && n - i <= 19;
+        for (; valid && i < n; i++) {
+            if (c[i] < '0' || c[i] > '9')
+                valid = 0;
+            else
+                magnitude = magnitude * 10 + (unsigned long long)(c[i] - '0');   /* 19 digits: < 2**64 */
+        }
+    }
+    PyObject *shown = NULL;
+    if (!valid || magnitude > (bits == 32 ? (unsigned long long)INT32_MAX : (unsigned long long)INT64_MAX) + negative) {
+        if ((shown = PyUnicode_Substring(text, 0, 32)) == NULL)
+            return NULL;
+        if (!valid)
+            PyErr_Format(PyExc_ValueError, "not a number: %R", shown);
+        else if (bits_obj != NULL)   /* the width as the caller wrote it, as the twin shows it */
+            PyErr_Format(PyExc_ValueError, "%R is out of the range of a %S-bit integer", shown, bits_obj);
+        else
+            PyErr_Format(PyExc_ValueError, "%R is out of the range of a 64-bit integer", shown);
+        Py_DECREF(shown);
+        return NULL;
+    }
+    if (negative)
+        return PyLong_FromLongLong(magnitude == (1ULL << 63) ? INT64_MIN : -(long long)magnitude);
+    return PyLong_FromUnsignedLongLong(magnitude);
+}
+
 #define HASHMAP_INITIAL_BUCKETS 16   /* java.util.HashMap: 16 buckets, doubled past 3/4 in use */
 
 typedef struct {
@@ -1072,6 +1137,7 @@ static PyMethodDef native_methods[] = {
     {"string_to_properties", string_to_properties, METH_O, string_to_properties_doc},
     {"property_value", (PyCFunction)(void (*)(void))property_value, METH_FASTCALL, property_value_doc},
     {"encode_record", (PyCFunction)(void (*)(void))encode_record, METH_FASTCALL, encode_record_doc},
+    {"parse_java_int", (PyCFunction)(void (*)(void))parse_java_int, METH_FASTCALL | METH_KEYWORDS, parse_java_int_doc},
     {"properties_to_string", (PyCFunction)(void (*)(void))properties_to_string, METH_FASTCALL,
      properties_to_string_doc},
     {"merge_queue_datas", (PyCFunction)(void (*)(void))merge_queue_datas, METH_FASTCALL, merge_queue_datas_doc},

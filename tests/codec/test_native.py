@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pyrmq.codec import index_codec, message, message_batch, message_props, native, remoting
+from pyrmq.codec import index_codec, message, message_batch, message_props, native, remoting, text
 from pyrmq.codec.message_batch import BatchEntry, encode_batch
 from pyrmq.codec.message_props import MessageFormatError, java_string_hash
 from pyrmq.codec.store_formats import INDEX_HEADER, INDEX_HEADER_SIZE, INDEX_ITEM, INDEX_ITEM_SIZE, INDEX_SLOT
@@ -41,6 +41,7 @@ def test_the_extension_is_built_and_bound():
         assert message_props.string_to_properties is _native.string_to_properties
         assert message_props.property_value is _native.property_value
         assert message.encode_record is _native.encode_record
+        assert text.parse_java_int is _native.parse_java_int
         assert message_props.properties_to_string is _native.properties_to_string
         assert route_info._merge_queue_datas is _native.merge_queue_datas
 
@@ -453,3 +454,40 @@ def test_properties_to_string_orders_as_a_java_hashmap():
     assert _native.properties_to_string(many, 500) == message_props.properties_to_string_py(many, 500)
     with pytest.raises(TypeError):
         _native.properties_to_string({"a": 1})
+
+
+# ---- Java's parseInt / parseLong
+
+_NUMBERS = st.one_of(
+    st.integers(-2**64, 2**64).map(str),
+    st.integers(0, 2**64).map(lambda n: "+" + str(n)),
+    st.sampled_from(["", "+", "-", "-0", "007", "2147483647", "2147483648", "-2147483648", "-2147483649",
+                     "9223372036854775807", "9223372036854775808", "-9223372036854775808", "-9223372036854775809",
+                     "00000000000000000001", "1_000", " 1", "1 ", "\u0661", "１", "12a", "0x10", "--1", "+-1"]),
+    st.text(st.sampled_from("0123456789+-_ a\u0661"), max_size=24),
+)
+
+
+@needs_native
+@settings(max_examples=1000, deadline=None)
+@given(value=_NUMBERS, bits=st.sampled_from([32, 64, 16]))
+def test_parse_java_int_matches_the_twin(value, bits):
+    expected = _outcome(text.parse_java_int_py, value, bits)
+    assert _outcome(_native.parse_java_int, value, bits) == expected
+    assert _outcome(lambda v: _native.parse_java_int(v, bits=bits), value) == expected
+    if bits == 64:
+        assert _outcome(_native.parse_java_int, value) == expected
+
+
+@needs_native
+def test_parse_java_int_reads_what_java_reads():
+    assert _native.parse_java_int("-2147483648", bits=32) == -2**31
+    assert _native.parse_java_int("+0042", 32) == 42
+    assert _native.parse_java_int("-9223372036854775808") == -2**63
+    for bad in ("2147483648", "", "1.0", "٣"):
+        with pytest.raises(ValueError):
+            _native.parse_java_int(bad, bits=32)
+    for call in (lambda: _native.parse_java_int(7), lambda: _native.parse_java_int("1", 32, 3),
+                 lambda: _native.parse_java_int("1", width=32), lambda: _native.parse_java_int("1", bits="32")):
+        with pytest.raises(TypeError):
+            call()
