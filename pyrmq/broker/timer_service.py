@@ -66,7 +66,7 @@ def is_timer_message(properties: dict[str, str], topic: str) -> bool:
     """Apache's checkIfTimerMessage for a message without a delay level."""
     if topic == TIMER_TOPIC or MessageConst.PROPERTY_TIMER_OUT_MS in properties:
         return False   # taken in already (a delivered timer message keeps TIMER_OUT_MS)
-    return any(key in properties for key in _TIMER_KEYS)
+    return not properties.keys().isdisjoint(_TIMER_KEYS)
 
 
 def transform_timer_message(properties: dict[str, str], topic: str, queue_id: int, config: MessageStoreConfig,

@@ -644,140 +644,123 @@ static PyObject *property_value(PyObject *module, PyObject *const *args, Py_ssiz
 
 static PyObject *zlib_crc32;   /* zlib.crc32, the CRC the twin takes (set in native_exec) */
 
-/* ``n`` int arguments, each of which must fit the signed type of ``bits`` (32 or 64) that the
- * twin packs it into: 0, or -1 with struct.error for one that does not, as struct raises it. */
-static int packed_int_args(PyObject *const *args, int n, const int *bits, long long *out)
+/* The fields of a record besides its topic, properties and body. ``in_range`` is 0 when one of
+ * them does not fit the type the twin packs it into: struct.error, raised (as the twin packs
+ * them) only when the record is to be written. */
+typedef struct {
+    long long queue_id, flag, sys_flag, born_timestamp, born_port, store_port, reconsume_times,
+        prepared_transaction_offset, queue_offset, physical_offset, store_timestamp;
+    unsigned long long host_bits;   /* sys_flag's bits as the twin's ``sys_flag >> 4 & 3`` reads any int */
+    const char *born_ip, *store_ip;
+    Py_ssize_t born_ip_len, store_ip_len;
+    int in_range;
+} record_fields;
+
+/* An int field of ``bits`` (32 or 64): 0, or -1 with TypeError for what is not an int; one
+ * outside the type clears ``in_range``. */
+static int packed_field(PyObject *v, int bits, long long *out, int *in_range)
 {
-    for (int i = 0; i < n; i++) {
-        int overflow = 0;
-        out[i] = PyLong_AsLongLongAndOverflow(args[i], &overflow);
-        if (out[i] == -1 && PyErr_Occurred())
-            return -1;
-        if (overflow || (bits[i] == 32 && (out[i] < INT32_MIN || out[i] > INT32_MAX))) {
-            PyErr_SetString(struct_error, "a record field is outside its type");
-            return -1;
-        }
-    }
+    int overflow = 0;
+    *out = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (*out == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow || (bits == 32 && (*out < INT32_MIN || *out > INT32_MAX)))
+        *in_range = 0;
     return 0;
 }
 
-PyDoc_STRVAR(encode_record_doc,
-"encode_record(buf, pos, limit, topic, properties, body, queue_id, flag, sys_flag, born_timestamp,\n"
-"              born_ip, born_port, store_ip, store_port, reconsume_times,\n"
-"              prepared_transaction_offset, queue_offset, physical_offset, store_timestamp) -> int\n\n"
-"Write one CommitLog record at ``buf[pos:]``, CRC and lengths included, when it fits below\n"
-"``limit``: returns its size. When it does not fit, writes nothing and returns minus its size\n"
-"(``limit == pos``: a query of the size). ``sys_flag``'s host bits must match the lengths of\n"
-"``born_ip`` and ``store_ip`` (4 or 16). Raises ValueError for a topic or properties too long\n"
-"for a record (UnicodeEncodeError when not encodable), hosts that do not match ``sys_flag``, or\n"
-"``pos`` / ``limit`` outside ``buf``; struct.error for a field outside its type. Nothing is\n"
-"written when it raises.");
-
-static PyObject *encode_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+/* A sum of two offsets that the twin packs as int64. */
+static long long packed_sum(long long a, long long b, int *in_range)
 {
-    /* args 6..: queue_id flag sys_flag born_timestamp [born_ip] born_port [store_ip] store_port
-     * reconsume_times prepared_transaction_offset queue_offset physical_offset store_timestamp */
-    if (nargs != 19 || !PyUnicode_Check(args[3]) || !PyUnicode_Check(args[4]) || !PyBytes_Check(args[10])
-        || !PyBytes_Check(args[12])) {
-        PyErr_SetString(PyExc_TypeError, "encode_record(buf, pos, limit, topic: str, properties: str, body, queue_id, "
-                                         "flag, sys_flag, born_timestamp, born_ip: bytes, born_port, store_ip: bytes, "
-                                         "store_port, reconsume_times, prepared_transaction_offset, queue_offset, "
-                                         "physical_offset, store_timestamp)");
-        return NULL;
+    if ((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b)) {
+        *in_range = 0;
+        return 0;
     }
-    int pos_overflow = 0, limit_overflow = 0;
-    long long pos = PyLong_AsLongLongAndOverflow(args[1], &pos_overflow);
-    if (pos == -1 && PyErr_Occurred())
-        return NULL;
-    long long limit = PyLong_AsLongLongAndOverflow(args[2], &limit_overflow);
-    if (limit == -1 && PyErr_Occurred())
-        return NULL;
+    return a + b;
+}
+
+/* The checks and the write of encode_record (see its doc) into ``out``: 0 with ``*size`` (minus
+ * the size when it does not fit), or -1 with the exception. */
+static int record_write(Py_buffer *out, long long pos, long long limit, PyObject *topic_obj, PyObject *props_obj,
+                        PyObject *body_obj, const record_fields *r, long long *size)
+{
+    if (!PyUnicode_Check(topic_obj) || !PyUnicode_Check(props_obj)) {
+        PyErr_SetString(PyExc_TypeError, "encode_record: the topic and the properties are str");
+        return -1;
+    }
     Py_ssize_t topic_len, props_len;
-    const char *topic = PyUnicode_AsUTF8AndSize(args[3], &topic_len);
+    const char *topic = PyUnicode_AsUTF8AndSize(topic_obj, &topic_len);
     if (topic == NULL)
-        return NULL;
-    const char *props = PyUnicode_AsUTF8AndSize(args[4], &props_len);
+        return -1;
+    const char *props = PyUnicode_AsUTF8AndSize(props_obj, &props_len);
     if (props == NULL)
-        return NULL;
+        return -1;
     if (props_len > MAX_PROPERTIES_LENGTH) {
         PyErr_Format(PyExc_ValueError, "properties length %zd > %d", props_len, MAX_PROPERTIES_LENGTH);
-        return NULL;
+        return -1;
     }
     if (topic_len > 32767) {
         PyErr_Format(PyExc_ValueError, "topic length %zd does not fit a record", topic_len);
-        return NULL;
+        return -1;
     }
-    int v1 = topic_len <= MAX_TOPIC_LENGTH_V1;
-    /* the host bits of any int, as the twin's ``sys_flag >> 4 & 3`` reads them */
-    unsigned long long sys_flag_arg = PyLong_AsUnsignedLongLongMask(args[8]);
-    if (sys_flag_arg == (unsigned long long)-1 && PyErr_Occurred())
-        return NULL;
-    Py_ssize_t born_ip_len = PyBytes_GET_SIZE(args[10]), store_ip_len = PyBytes_GET_SIZE(args[12]);
-    if (born_ip_len != ((sys_flag_arg & BORNHOST_V6_FLAG) ? 16 : 4)
-        || store_ip_len != ((sys_flag_arg & STOREHOSTADDRESS_V6_FLAG) ? 16 : 4)) {
+    if (r->born_ip_len != ((r->host_bits & BORNHOST_V6_FLAG) ? 16 : 4)
+        || r->store_ip_len != ((r->host_bits & STOREHOSTADDRESS_V6_FLAG) ? 16 : 4)) {
         PyErr_SetString(PyExc_ValueError, "encode_record: the host addresses do not match the sysFlag's host bits");
-        return NULL;
+        return -1;
     }
-    Py_buffer out, body;
-    if (PyObject_GetBuffer(args[0], &out, PyBUF_WRITABLE) < 0)
-        return NULL;
-    if (PyObject_GetBuffer(args[5], &body, PyBUF_SIMPLE) < 0) {
-        PyBuffer_Release(&out);
-        return NULL;
-    }
-    PyObject *result = NULL;
-    long long prefix = RECORD_PREFIX_V4_SIZE + (born_ip_len - 4) + (store_ip_len - 4);
-    long long size = prefix + body.len + (v1 ? 1 : 2) + topic_len + 2 + props_len;
-    if (pos_overflow || limit_overflow || pos < 0 || limit < pos || limit > out.len) {
+    if (pos < 0 || limit < pos || limit > out->len) {
         PyErr_SetString(PyExc_ValueError, "encode_record: the position or the limit is outside the buffer");
-        goto done;
+        return -1;
     }
-    if (size > limit - pos) {
-        result = PyLong_FromLongLong(-size);
-        goto done;
+    Py_buffer body;
+    if (PyObject_GetBuffer(body_obj, &body, PyBUF_SIMPLE) < 0)
+        return -1;
+    int v1 = topic_len <= MAX_TOPIC_LENGTH_V1;
+    long long total = RECORD_PREFIX_V4_SIZE + (r->born_ip_len - 4) + (r->store_ip_len - 4) + body.len
+                      + (v1 ? 1 : 2) + topic_len + 2 + props_len;
+    if (total > limit - pos) {
+        PyBuffer_Release(&body);
+        *size = -total;
+        return 0;
     }
-    static const int bits[13] = {32, 32, 32, 64, 0, 32, 0, 32, 32, 64, 64, 64, 64};
-    long long f[13];
-    for (int i = 0; i < 13; i++) {
-        if (bits[i] && packed_int_args(args + 6 + i, 1, bits + i, f + i) < 0)
-            goto done;
-    }
-    if (size > INT32_MAX || body.len > INT32_MAX) {
+    if (!r->in_range || total > INT32_MAX || body.len > INT32_MAX) {
+        PyBuffer_Release(&body);
         PyErr_SetString(struct_error, "a record field is outside its type");
-        goto done;
+        return -1;
     }
-    PyObject *crc_obj = PyObject_CallOneArg(zlib_crc32, args[5]);
-    if (crc_obj == NULL)
-        goto done;
-    unsigned long crc = PyLong_AsUnsignedLong(crc_obj);
-    Py_DECREF(crc_obj);
-    if (crc == (unsigned long)-1 && PyErr_Occurred())
-        goto done;
-    unsigned char *w = (unsigned char *)out.buf + pos;
-    put_be32(w, (uint32_t)size);
+    PyObject *crc_obj = PyObject_CallOneArg(zlib_crc32, body_obj);
+    unsigned long crc = crc_obj == NULL ? (unsigned long)-1 : PyLong_AsUnsignedLong(crc_obj);
+    Py_XDECREF(crc_obj);
+    if (crc == (unsigned long)-1 && PyErr_Occurred()) {
+        PyBuffer_Release(&body);
+        return -1;
+    }
+    unsigned char *w = (unsigned char *)out->buf + pos;
+    put_be32(w, (uint32_t)total);
     put_be32(w + 4, (uint32_t)(v1 ? MAGIC_CODE_V1 : MAGIC_CODE_V2));
     put_be32(w + 8, (uint32_t)(crc & 0x7FFFFFFF));
-    put_be32(w + 12, (uint32_t)f[0]);   /* QUEUEID */
-    put_be32(w + 16, (uint32_t)f[1]);   /* FLAG */
-    put_be64(w + QUEUE_OFFSET_POSITION, (uint64_t)f[10]);
-    put_be64(w + PHYSICAL_OFFSET_POSITION, (uint64_t)f[11]);
-    put_be32(w + 36, (uint32_t)f[2]);   /* SYSFLAG */
-    put_be64(w + 40, (uint64_t)f[3]);   /* BORNTIMESTAMP */
+    put_be32(w + 12, (uint32_t)r->queue_id);
+    put_be32(w + 16, (uint32_t)r->flag);
+    put_be64(w + QUEUE_OFFSET_POSITION, (uint64_t)r->queue_offset);
+    put_be64(w + PHYSICAL_OFFSET_POSITION, (uint64_t)r->physical_offset);
+    put_be32(w + 36, (uint32_t)r->sys_flag);
+    put_be64(w + 40, (uint64_t)r->born_timestamp);
     w += 48;
-    memcpy(w, PyBytes_AS_STRING(args[10]), (size_t)born_ip_len);
-    w += born_ip_len;
-    put_be32(w, (uint32_t)f[5]);   /* BORNHOST's port */
-    put_be64(w + 4, (uint64_t)f[12]);   /* STORETIMESTAMP */
+    memcpy(w, r->born_ip, (size_t)r->born_ip_len);
+    w += r->born_ip_len;
+    put_be32(w, (uint32_t)r->born_port);
+    put_be64(w + 4, (uint64_t)r->store_timestamp);
     w += 12;
-    memcpy(w, PyBytes_AS_STRING(args[12]), (size_t)store_ip_len);
-    w += store_ip_len;
-    put_be32(w, (uint32_t)f[7]);   /* STOREHOSTADDRESS's port */
-    put_be32(w + 4, (uint32_t)f[8]);   /* RECONSUMETIMES */
-    put_be64(w + 8, (uint64_t)f[9]);   /* PREPAREDTRANSACTIONOFFSET */
+    memcpy(w, r->store_ip, (size_t)r->store_ip_len);
+    w += r->store_ip_len;
+    put_be32(w, (uint32_t)r->store_port);
+    put_be32(w + 4, (uint32_t)r->reconsume_times);
+    put_be64(w + 8, (uint64_t)r->prepared_transaction_offset);
     put_be32(w + 16, (uint32_t)body.len);
     w += 20;
     memcpy(w, body.buf, (size_t)body.len);
     w += body.len;
+    PyBuffer_Release(&body);
     if (v1) {
         *w++ = (unsigned char)topic_len;
     } else {
@@ -789,11 +772,173 @@ static PyObject *encode_record(PyObject *module, PyObject *const *args, Py_ssize
     *w++ = (unsigned char)(props_len >> 8);
     *w++ = (unsigned char)props_len;
     memcpy(w, props, (size_t)props_len);
-    result = PyLong_FromLongLong(size);
+    *size = total;
+    return 0;
+}
+
+/* The fields the records of one put share, from ``args``: queue_id, sys_flag, born_timestamp,
+ * born_ip, born_port, store_ip, store_port, reconsume_times (in that order). */
+static int shared_fields(PyObject *const *args, record_fields *r)
+{
+    if (!PyBytes_Check(args[3]) || !PyBytes_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError, "encode_record: the host addresses are bytes");
+        return -1;
+    }
+    r->in_range = 1;
+    r->host_bits = PyLong_AsUnsignedLongLongMask(args[1]);
+    if (r->host_bits == (unsigned long long)-1 && PyErr_Occurred())
+        return -1;
+    r->born_ip = PyBytes_AS_STRING(args[3]);
+    r->born_ip_len = PyBytes_GET_SIZE(args[3]);
+    r->store_ip = PyBytes_AS_STRING(args[5]);
+    r->store_ip_len = PyBytes_GET_SIZE(args[5]);
+    if (packed_field(args[0], 32, &r->queue_id, &r->in_range) < 0 || packed_field(args[1], 32, &r->sys_flag, &r->in_range) < 0
+        || packed_field(args[2], 64, &r->born_timestamp, &r->in_range) < 0
+        || packed_field(args[4], 32, &r->born_port, &r->in_range) < 0
+        || packed_field(args[6], 32, &r->store_port, &r->in_range) < 0
+        || packed_field(args[7], 32, &r->reconsume_times, &r->in_range) < 0)
+        return -1;
+    return 0;
+}
+
+/* pos and limit: values outside long long are outside any buffer */
+static int position_args(PyObject *const *args, long long *pos, long long *limit)
+{
+    int overflow = 0;
+    *pos = PyLong_AsLongLongAndOverflow(args[0], &overflow);
+    if (*pos == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow)
+        *pos = -1;
+    overflow = 0;
+    *limit = PyLong_AsLongLongAndOverflow(args[1], &overflow);
+    if (*limit == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow)
+        *limit = -1;
+    return 0;
+}
+
+PyDoc_STRVAR(encode_record_doc,
+"encode_record(buf, pos, limit, topic, properties, body, queue_id, flag, sys_flag, born_timestamp,\n"
+"              born_ip, born_port, store_ip, store_port, reconsume_times,\n"
+"              prepared_transaction_offset, queue_offset, physical_offset, store_timestamp) -> int\n\n"
+"Write one CommitLog record at ``buf[pos:]``, CRC and lengths included, when it fits below\n"
+"``limit``: returns its size. When it does not fit, writes nothing and returns minus its size\n"
+"(``limit == pos``: a query of the size). ``sys_flag``'s host bits must match the lengths of\n"
+"``born_ip`` and ``store_ip`` (4 or 16). Raises BufferError for a ``buf`` not writable,\n"
+"ValueError for a topic or properties too long for a record (UnicodeEncodeError when not\n"
+"encodable), hosts that do not match ``sys_flag``, or ``pos`` / ``limit`` outside ``buf``;\n"
+"struct.error for a field outside its type. Nothing is written when it raises.");
+
+static PyObject *encode_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 19) {
+        PyErr_SetString(PyExc_TypeError, "encode_record(buf, pos, limit, topic, properties, body, queue_id, flag, "
+                                         "sys_flag, born_timestamp, born_ip, born_port, store_ip, store_port, "
+                                         "reconsume_times, prepared_transaction_offset, queue_offset, "
+                                         "physical_offset, store_timestamp)");
+        return NULL;
+    }
+    Py_buffer out;
+    if (PyObject_GetBuffer(args[0], &out, PyBUF_WRITABLE) < 0)
+        return NULL;
+    PyObject *result = NULL;
+    long long pos, limit, size;
+    record_fields r;
+    /* the shared fields' order: queue_id (6), sys_flag (8), born_timestamp, born_ip, born_port,
+     * store_ip, store_port, reconsume_times (9..14) */
+    PyObject *shared[8] = {args[6], args[8], args[9], args[10], args[11], args[12], args[13], args[14]};
+    if (position_args(args + 1, &pos, &limit) < 0 || shared_fields(shared, &r) < 0
+        || packed_field(args[7], 32, &r.flag, &r.in_range) < 0
+        || packed_field(args[15], 64, &r.prepared_transaction_offset, &r.in_range) < 0
+        || packed_field(args[16], 64, &r.queue_offset, &r.in_range) < 0
+        || packed_field(args[17], 64, &r.physical_offset, &r.in_range) < 0
+        || packed_field(args[18], 64, &r.store_timestamp, &r.in_range) < 0)
+        goto done;
+    if (record_write(&out, pos, limit, args[3], args[4], args[5], &r, &size) == 0)
+        result = PyLong_FromLongLong(size);
 done:
-    PyBuffer_Release(&body);
     PyBuffer_Release(&out);
     return result;
+}
+
+PyDoc_STRVAR(encode_records_doc,
+"encode_records(buf, pos, room, max_size, topic, properties, entries, queue_id, sys_flag,\n"
+"               born_timestamp, born_ip, born_port, store_ip, store_port, reconsume_times,\n"
+"               first_queue_offset, base_offset, store_timestamp) -> list[int] | None\n\n"
+"The records of a batch, one after the other from ``buf[pos:]``, as encode_record writes them:\n"
+"entry ``i`` of ``entries`` ((flag, body, _) tuples) with ``properties[i]``, queue offset\n"
+"``first_queue_offset + i``, physical offset ``base_offset`` plus its position, each ending\n"
+"below ``room`` and at most ``max_size`` bytes long. Returns their sizes, or None when one did\n"
+"not fit (those before it are written). Raises what encode_record raises, ValueError when\n"
+"there is not one properties string per entry.");
+
+static PyObject *encode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 18 || !PyList_Check(args[5]) || !PyList_Check(args[6])) {
+        PyErr_SetString(PyExc_TypeError, "encode_records(buf, pos, room, max_size, topic, properties: list, "
+                                         "entries: list, queue_id, sys_flag, born_timestamp, born_ip, born_port, "
+                                         "store_ip, store_port, reconsume_times, first_queue_offset, base_offset, "
+                                         "store_timestamp)");
+        return NULL;
+    }
+    PyObject *properties = args[5], *entries = args[6];
+    if (PyList_GET_SIZE(properties) != PyList_GET_SIZE(entries)) {
+        PyErr_SetString(PyExc_ValueError, "encode_records: one properties string per entry");
+        return NULL;
+    }
+    long long pos, room, max_size, nums[3];
+    record_fields r;
+    if (position_args(args + 1, &pos, &room) < 0 || int_args(args + 3, 1, &max_size) < 0
+        || shared_fields(args + 7, &r) < 0 || int_args(args + 15, 3, nums) < 0)
+        return NULL;
+    long long first_queue_offset = nums[0], base_offset = nums[1];
+    r.prepared_transaction_offset = 0;
+    r.store_timestamp = nums[2];
+    Py_buffer out;
+    if (PyObject_GetBuffer(args[0], &out, PyBUF_WRITABLE) < 0)
+        return NULL;
+    PyObject *sizes = PyList_New(0);
+    if (sizes == NULL)
+        goto fail;
+    int in_range = r.in_range;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entries); i++) {
+        PyObject *entry = PyList_GET_ITEM(entries, i);
+        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 3) {
+            PyErr_SetString(PyExc_TypeError, "encode_records: an entry is a (flag, body, properties) tuple");
+            goto fail;
+        }
+        r.in_range = in_range;
+        if (packed_field(PyTuple_GET_ITEM(entry, 0), 32, &r.flag, &r.in_range) < 0)
+            goto fail;
+        r.queue_offset = packed_sum(first_queue_offset, i, &r.in_range);
+        r.physical_offset = packed_sum(base_offset, pos, &r.in_range);
+        long long limit = max_size > room - pos ? room : pos + max_size, size;
+        if (limit < pos)
+            limit = pos;
+        if (record_write(&out, pos, limit, args[4], PyList_GET_ITEM(properties, i), PyTuple_GET_ITEM(entry, 1), &r,
+                         &size) < 0)
+            goto fail;
+        if (size < 0) {
+            Py_DECREF(sizes);
+            PyBuffer_Release(&out);
+            Py_RETURN_NONE;
+        }
+        PyObject *n = PyLong_FromLongLong(size);
+        if (n == NULL || PyList_Append(sizes, n) < 0) {
+            Py_XDECREF(n);
+            goto fail;
+        }
+        Py_DECREF(n);
+        pos += size;
+    }
+    PyBuffer_Release(&out);
+    return sizes;
+fail:
+    Py_XDECREF(sizes);
+    PyBuffer_Release(&out);
+    return NULL;
 }
 
 PyDoc_STRVAR(parse_java_int_doc,
@@ -1137,6 +1282,7 @@ static PyMethodDef native_methods[] = {
     {"string_to_properties", string_to_properties, METH_O, string_to_properties_doc},
     {"property_value", (PyCFunction)(void (*)(void))property_value, METH_FASTCALL, property_value_doc},
     {"encode_record", (PyCFunction)(void (*)(void))encode_record, METH_FASTCALL, encode_record_doc},
+    {"encode_records", (PyCFunction)(void (*)(void))encode_records, METH_FASTCALL, encode_records_doc},
     {"parse_java_int", (PyCFunction)(void (*)(void))parse_java_int, METH_FASTCALL | METH_KEYWORDS, parse_java_int_doc},
     {"properties_to_string", (PyCFunction)(void (*)(void))properties_to_string, METH_FASTCALL,
      properties_to_string_doc},

@@ -187,10 +187,12 @@ def encode_record_py(buf: WriteBuffer, pos: int, limit: int, topic: str, propert
     does not fit, writes nothing and returns minus its size (``limit == pos``: a size query).
 
     ``sys_flag``'s host bits must match the lengths of ``born_ip`` and ``store_ip``
-    (:func:`with_host_flags`). Raises ValueError for a topic or properties too long for a record
-    (UnicodeEncodeError when not encodable), hosts that do not match, or ``pos`` / ``limit``
-    outside ``buf``; struct.error for a field outside its type. Nothing is written when it
-    raises. The twin of ``_native.encode_record``."""
+    (:func:`with_host_flags`). Raises BufferError for a ``buf`` not writable, ValueError for a
+    topic or properties too long for a record (UnicodeEncodeError when not encodable), hosts that
+    do not match, or ``pos`` / ``limit`` outside ``buf``; struct.error for a field outside its
+    type. Nothing is written when it raises. The twin of ``_native.encode_record``."""
+    if memoryview(buf).readonly:
+        raise BufferError("Object is not writable.")
     topic_bytes = topic.encode()
     properties_bytes = properties.encode()
     if len(properties_bytes) > MAX_PROPERTIES_LENGTH:
@@ -200,8 +202,6 @@ def encode_record_py(buf: WriteBuffer, pos: int, limit: int, topic: str, propert
     bits = _host_bits(sys_flag)
     if len(born_ip) != (16 if bits & 1 else 4) or len(store_ip) != (16 if bits & 2 else 4):
         raise ValueError("encode_record: the host addresses do not match the sysFlag's host bits")
-    if memoryview(buf).readonly:
-        raise BufferError("Object is not writable.")
     prefix = _PREFIX_STRUCTS[bits]
     v1 = len(topic_bytes) <= MAX_TOPIC_LENGTH_V1
     topic_length = bytes((len(topic_bytes),)) if v1 else _INT16.pack(len(topic_bytes))
@@ -225,6 +225,32 @@ encode_record = native_function("encode_record", encode_record_py, {
     "MAX_TOPIC_LENGTH_V1": MAX_TOPIC_LENGTH_V1, "MAX_PROPERTIES_LENGTH": MAX_PROPERTIES_LENGTH,
     "BORNHOST_V6_FLAG": MessageSysFlag.BORNHOST_V6_FLAG,
     "STOREHOSTADDRESS_V6_FLAG": MessageSysFlag.STOREHOSTADDRESS_V6_FLAG})
+def encode_records_py(buf: WriteBuffer, pos: int, room: int, max_size: int, topic: str, properties: list[str],
+                      entries: list[tuple[int, bytes, str]], queue_id: int, sys_flag: int, born_timestamp: int,
+                      born_ip: bytes, born_port: int, store_ip: bytes, store_port: int, reconsume_times: int,
+                      first_queue_offset: int, base_offset: int, store_timestamp: int) -> list[int] | None:
+    """The records of a batch, one after the other from ``buf[pos:]``, as :func:`encode_record`
+    writes them: entry ``i`` ((flag, body, _) as split_batch gives it) with ``properties[i]``,
+    queue offset ``first_queue_offset + i``, physical offset ``base_offset`` plus its position,
+    each ending below ``room`` and at most ``max_size`` bytes long. Returns their sizes, or None
+    when one did not fit (those before it are written). Raises what encode_record raises,
+    ValueError when there is not one properties string per entry. The twin of
+    ``_native.encode_records``."""
+    if len(properties) != len(entries):
+        raise ValueError("encode_records: one properties string per entry")
+    sizes = []
+    for i, ((flag, body, _), props) in enumerate(zip(entries, properties)):
+        size = encode_record_py(buf, pos, max(pos, min(room, pos + max_size)), topic, props, body, queue_id, flag,
+                                sys_flag, born_timestamp, born_ip, born_port, store_ip, store_port, reconsume_times,
+                                0, first_queue_offset + i, base_offset + pos, store_timestamp)
+        if size < 0:
+            return None
+        sizes.append(size)
+        pos += size
+    return sizes
+
+
+encode_records = native_function("encode_records", encode_records_py)
 # a buffer for size queries: encode_record(NO_ROOM, 0, 0, ...) is minus the record's size
 NO_ROOM = bytearray()
 
@@ -547,7 +573,7 @@ __all__ = [
     "NAME_VALUE_SEPARATOR", "PROPERTY_SEPARATOR", "RecordInfo", "RecordLayout", "body_crc",
     "bytes_to_host", "check_record", "create_offset_msg_id", "decode_batch", "decode_message", "split_batch",
     "decode_messages", "decode_offset_msg_id", "decode_record_layout", "encode_batch", "encode_message_record",
-    "encode_message_record_bytes", "encode_record", "host_to_bytes", "java_string_hash",
+    "encode_message_record_bytes", "encode_record", "encode_records", "host_to_bytes", "java_string_hash",
     "pickup_store_timestamp", "record_properties_string", "properties_to_string", "property_value", "record_length",
     "store_timestamp_position", "string_to_properties", "tags_string_to_tags_code", "with_host_flags",
 ]

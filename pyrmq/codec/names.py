@@ -11,8 +11,30 @@ TOPIC_MAX_LENGTH = 127     # TopicValidator.TOPIC_MAX_LENGTH
 GROUP_MAX_LENGTH = 255     # Validators.CHARACTER_MAX_LENGTH
 
 
+# Names found legal, so that checking a topic again (twice per send: the broker, then the store)
+# is a set lookup; forgotten all at once past this many.
+_LEGAL_TOPICS: set[str] = set()
+MAX_REMEMBERED_TOPICS = 65536
+
+
+def is_legal_topic(topic: str) -> bool:
+    """``validate_topic(topic) is None``, remembered."""
+    return topic in _LEGAL_TOPICS or validate_topic(topic) is None
+
+
 def validate_topic(topic: str | None) -> str | None:
     """None if ``topic`` is a legal name, else the remark Java answers with (code SYSTEM_ERROR)."""
+    if topic in _LEGAL_TOPICS:
+        return None
+    remark = _topic_remark(topic)
+    if remark is None and topic is not None:
+        if len(_LEGAL_TOPICS) >= MAX_REMEMBERED_TOPICS:
+            _LEGAL_TOPICS.clear()
+        _LEGAL_TOPICS.add(topic)
+    return remark
+
+
+def _topic_remark(topic: str | None) -> str | None:
     if not topic or not topic.strip():
         return "The specified topic is blank."
     if not VALID_NAME.fullmatch(topic):

@@ -20,9 +20,9 @@ from pyrmq.codec.message import (
     NO_ROOM,
     PROPERTY_SEPARATOR,
     RecordInfo,
-    WriteBuffer,
     create_offset_msg_id,
     encode_record,
+    encode_records,
     host_to_bytes,
     pickup_store_timestamp,
     property_value,
@@ -294,8 +294,9 @@ class CommitLog:
             sizes = None if mf is None else self._write_entries(mf, entries, properties, fields, first_queue_offset,
                                                                  store_timestamp)
             if mf is None or sizes is None:   # no room in the current file: the sizes, then a file with room
-                sizes = [-self._encode_entry(NO_ROOM, 0, 0, entry, props, fields, 0, 0, store_timestamp)
-                         for entry, props in zip(entries, properties)]
+                topic, queue_id, host_fields = fields[0], fields[1], fields[2:]
+                sizes = [-encode_record(NO_ROOM, 0, 0, topic, props, body, queue_id, flag, *host_fields, 0, 0, 0,
+                                        store_timestamp) for (flag, body, _), props in zip(entries, properties)]
                 total = sum(sizes)
                 if total > self.config.mapped_file_size_commit_log - END_FILE_MIN_BLANK_LENGTH or max(
                         sizes) > self._max_record_size:
@@ -325,39 +326,21 @@ class CommitLog:
         )
         return result, dispatches
 
-    @staticmethod
-    def _encode_entry(buf: WriteBuffer, pos: int, limit: int, entry: tuple[int, bytes, str], properties: str,
-                      fields: tuple[Any, ...], queue_offset: int, physical_offset: int, store_timestamp: int) -> int:
-        topic, queue_id, sys_flag, born_timestamp, born_ip, born_port, store_ip, store_port, reconsume = fields
-        return encode_record(buf, pos, limit, topic, properties, entry[1], queue_id, entry[0], sys_flag,
-                             born_timestamp, born_ip, born_port, store_ip, store_port, reconsume, 0, queue_offset,
-                             physical_offset, store_timestamp)
-
     def _write_entries(self, mf: MappedFile, entries: list[tuple[int, bytes, str]], properties: list[str],
                        fields: tuple[Any, ...], first_queue_offset: int, store_timestamp: int) -> list[int] | None:
-        """Write a batch's records from ``mf``'s end; their sizes, or None when one has no room
-        there or is too large (what was written is then cut off: a recovery never reads it)."""
-        start = pos = mf.wrote_position
-        room = self._room(mf)
-        max_size = self._max_record_size
-        base = mf.file_from_offset
-        mm = mf.mm
-        sizes = []
+        """Write a batch's records from ``mf``'s end (one C call when built); their sizes, or None
+        when one has no room there or is too large (what was written is then cut off: a recovery
+        never reads it)."""
+        start = mf.wrote_position
+        sizes = None
         try:
-            for i, (entry, props) in enumerate(zip(entries, properties)):
-                size = self._encode_entry(mm, pos, max(pos, min(room, pos + max_size)), entry, props, fields,
-                                          first_queue_offset + i, base + pos, store_timestamp)
-                if size < 0:
-                    break
-                sizes.append(size)
-                pos += size
-            else:
-                return sizes
+            sizes = encode_records(mf.mm, start, self._room(mf), self._max_record_size, fields[0], properties, entries,
+                                   *(*fields[1:], first_queue_offset, mf.file_from_offset, store_timestamp))
         finally:
-            if pos > start and len(sizes) < len(entries):
+            if sizes is None and mf.reserved >= start + BLANK_RECORD.size:
                 # records past the file's end that no put covers: a zero TOTALSIZE ends a walk there
-                BLANK_RECORD.pack_into(mm, start, 0, 0)
-        return None
+                BLANK_RECORD.pack_into(mf.mm, start, 0, 0)
+        return sizes
 
     # ------------------------------------------------------------------ replicated bytes
 

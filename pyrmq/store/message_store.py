@@ -26,6 +26,7 @@ from pyrmq.codec.message import (
     pickup_store_timestamp,
     string_to_properties,
 )
+from pyrmq.codec.names import is_legal_topic  # 4.9.x: at most 127 characters (message.md §10)
 from pyrmq.codec.system_topics import LMQ_PREFIX, SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC
 from pyrmq.store import crash_points
 from pyrmq.store.checkpoint import StoreCheckpoint
@@ -33,7 +34,7 @@ from pyrmq.store.clean_service import CleanService
 from pyrmq.store.commit_log import AppendError, CommitLog
 from pyrmq.store.config_file import fsync_dir
 from pyrmq.store.consume_queue import ConsumeQueue
-from pyrmq.store.consume_queue_table import VALID_TOPIC, ConsumeQueueTable
+from pyrmq.store.consume_queue_table import ConsumeQueueTable
 from pyrmq.store.dispatch import (
     CommitLogDispatcher,
     ConsumeQueueDispatcher,
@@ -72,7 +73,6 @@ __all__ = [
     "SCHEDULE_TOPIC", "StoreError",
 ]
 
-MAX_TOPIC_LENGTH = 127  # 4.9.x broker limit (message.md §10)
 _TRANSACTION_MASK = MessageSysFlag.TRANSACTION_MASK
 # records of these transaction types get a consume queue unit (the others are half/rollback)
 _QUEUED_TYPES = MessageSysFlag.QUEUED_TYPES
@@ -328,7 +328,7 @@ class DefaultMessageStore:
     def _check(self, msg: MessageExtBrokerInner) -> PutMessageStatus | None:
         if self._shutdown or self.clean_service.disk_full:
             return PutMessageStatus.SERVICE_NOT_AVAILABLE
-        if len(msg.topic) > MAX_TOPIC_LENGTH or not VALID_TOPIC.fullmatch(msg.topic) or msg.queue_id < 0:
+        if not is_legal_topic(msg.topic) or msg.queue_id < 0:
             return PutMessageStatus.MESSAGE_ILLEGAL
         # a code point is at most 4 UTF-8 bytes: encode only strings that might be too long
         if len(msg.properties_string) > MAX_PROPERTIES_BYTES // 4 and (

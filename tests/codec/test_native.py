@@ -41,6 +41,7 @@ def test_the_extension_is_built_and_bound():
         assert message_props.string_to_properties is _native.string_to_properties
         assert message_props.property_value is _native.property_value
         assert message.encode_record is _native.encode_record
+        assert message.encode_records is _native.encode_records
         assert text.parse_java_int is _native.parse_java_int
         assert message_props.properties_to_string is _native.properties_to_string
         assert route_info._merge_queue_datas is _native.merge_queue_datas
@@ -407,6 +408,32 @@ def test_encode_record_writes_the_twins_bytes(topic, body, props, born_v6, store
             ext.prepared_transaction_offset, ext.queue_offset, ext.commit_log_offset, ext.store_timestamp) == (
         topic, body, *args[3:7], *args[11:])
     assert message.check_record(a, pos, pos + size, info=False) in (size, None)   # CRC and lengths as recovery reads them
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(records=st.lists(st.tuples(st.integers(-2**31, 2**31), st.binary(max_size=80), st.text(_chars, max_size=30)),
+                        max_size=6),
+       one_short=st.integers(0, 9).map(lambda n: n == 0), topic=st.text(_chars, max_size=8), v6=st.booleans(),
+       pos=st.integers(-1, 40), room=st.one_of(st.integers(0, 900), st.just(900)),
+       max_size=st.one_of(st.integers(0, 300), st.just(10**6)), first=st.integers(0, 2**63 - 1),
+       base=st.integers(-2**63, 2**63 - 1))
+def test_encode_records_writes_the_twins_bytes(records, one_short, topic, v6, pos, room, max_size, first, base):
+    entries = [(flag, body, "") for flag, body, _ in records]
+    props = [p for _, _, p in records][:-1 if one_short and records else None]
+    ip = _V6_IP if v6 else _V4_IP
+    shared = (3, message.with_host_flags(0, ip, _V4_IP), 1_700_000_000_000, ip, 5555, _V4_IP, 10911, 0)
+    a, b = bytearray(b"\xaa" * 900), bytearray(b"\xaa" * 900)
+    args = (pos, room, max_size, topic, props, entries, *shared, first, base, 77)
+    outcome = _outcome_of_any(_native.encode_records, a, *args)
+    assert outcome == _outcome_of_any(message.encode_records_py, b, *args)
+    assert a == b   # the same records written (or those before one that did not fit)
+    if outcome == ("ok",):
+        sizes = _native.encode_records(bytearray(a), *args)
+        assert sizes == message.encode_records_py(bytearray(b), *args)
+        if sizes:
+            assert [(m.body, m.flag, m.queue_offset) for m in message.decode_messages(bytes(a[pos:pos + sum(sizes)]))] == [
+                (body, flag, first + i) for i, (flag, body, _) in enumerate(entries)]
 
 
 @needs_native
