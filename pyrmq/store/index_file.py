@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 # the item and the slot, so a process that arms it writes through the Python twin.
 _index_put = (functools.partial(index_put_py, after_item=functools.partial(crash_points.reach, "index.item_written"))
               if crash_points.armed("index.item_written") else index_put)
+# a store time this many ms after the file's begin or later has the largest time diff
+_TIME_DIFF_CLAMP_MS = (INT32_MAX + 1) * 1000
 # Items are reserved this far ahead: 52,428 items per fallocate.
 ITEMS_RESERVE_CHUNK = 1024 * 1024
 
@@ -91,12 +93,9 @@ class IndexFile(FixedMapping):
             # by an older broker) is reserved too before any slot is written
             self.reserve(self.reserved, item_end)
         begin = self.begin_timestamp
-        if begin <= 0:
-            time_diff = 0
-        else:
-            # Java: long division truncating toward zero, then clamped to [0, Int.MAX]
-            delta = store_timestamp - begin
-            time_diff = min(INT32_MAX, delta // 1000) if delta >= 0 else 0
+        delta = store_timestamp - begin
+        # Java: long division truncating toward zero, then clamped to [0, Int.MAX]
+        time_diff = 0 if begin <= 0 or delta < 0 else delta // 1000 if delta < _TIME_DIFF_CLAMP_MS else INT32_MAX
         if count <= 1:
             begin_phy_offset, begin_timestamp = phy_offset, store_timestamp
         else:

@@ -184,16 +184,16 @@ class IndexService:
 
         Raises OSError when a file cannot be created or reserved; the record is then dispatched
         again, and keys indexed before the failure are indexed twice (a query lists the offset twice)."""
-        f = self._last_file()
-        if phy_offset < f.end_phy_offset:
+        files = self.index_files
+        f = files[-1] if files and files[-1].index_count < files[-1].index_num else self._last_file()
+        if phy_offset < f.end_phy_offset or sys_flag & _TRANSACTION_MASK == _ROLLBACK:
             return
-        if sys_flag & _TRANSACTION_MASK == _ROLLBACK:
-            return
-        if uniq_key is not None:
+        # (once per message: each key one put into the last file; _put_key when that one fills up)
+        if uniq_key is not None and not f.put_key(topic_key_hash(topic, uniq_key), phy_offset, store_timestamp):
             f = self._put_key(f, topic, uniq_key, phy_offset, store_timestamp)
         if keys:
             for k in keys.split(_KEY_SEPARATOR):
-                if k:
+                if k and not f.put_key(topic_key_hash(topic, k), phy_offset, store_timestamp):
                     f = self._put_key(f, topic, k, phy_offset, store_timestamp)
 
     # ------------------------------------------------------------------ query
