@@ -55,6 +55,7 @@ from pyrmq.codec.message_props import (
     MessageSysFlag,
     bytes_to_host,
     create_offset_msg_id,
+    offset_msg_id_prefix,
     decode_offset_msg_id,
     host_to_bytes,
     java_string_hash,
@@ -574,6 +575,6 @@ __all__ = [
     "bytes_to_host", "check_record", "create_offset_msg_id", "decode_batch", "decode_message", "split_batch",
     "decode_messages", "decode_offset_msg_id", "decode_record_layout", "encode_batch", "encode_message_record",
     "encode_message_record_bytes", "encode_record", "encode_records", "host_to_bytes", "java_string_hash",
-    "pickup_store_timestamp", "record_properties_string", "properties_to_string", "property_value", "record_length",
+    "offset_msg_id_prefix", "pickup_store_timestamp", "record_properties_string", "properties_to_string", "property_value", "record_length",
     "store_timestamp_position", "string_to_properties", "tags_string_to_tags_code", "with_host_flags",
 ]

@@ -265,6 +265,12 @@ def create_offset_msg_id(store_ip: bytes, store_port: int, commit_log_offset: in
     raise ValueError(f"store ip must be 4 or 16 bytes, got {len(store_ip)}")
 
 
+def offset_msg_id_prefix(store_ip: bytes, store_port: int) -> str:
+    """What :func:`create_offset_msg_id` writes before the offset's 16 hex digits: a store host
+    names all its records' msgIds with it (prefix + ``f"{offset:016X}"``, for offsets >= 0)."""
+    return create_offset_msg_id(store_ip, store_port, 0)[:-16]
+
+
 def decode_offset_msg_id(msg_id: str) -> tuple[bytes, int, int]:
     """Inverse of :func:`create_offset_msg_id`: (ip bytes, port, commit-log offset).
 

@@ -20,7 +20,7 @@ from pyrmq.codec.message import (
     NO_ROOM,
     PROPERTY_SEPARATOR,
     RecordInfo,
-    create_offset_msg_id,
+    offset_msg_id_prefix,
     encode_record,
     encode_records,
     host_to_bytes,
@@ -91,6 +91,7 @@ class CommitLog:
         )
         # the address bytes of the store host and of the clients' hosts, by their text
         self._ip_cache: dict[str, bytes] = {}
+        self._msg_id_prefixes: dict[tuple[bytes, int], str] = {}
         self._released_until = 0   # commit log offset below which pages were released
 
     # ------------------------------------------------------------------ state
@@ -184,6 +185,16 @@ class CommitLog:
             ip = self._ip_cache[host] = host_to_bytes(host)
         return ip
 
+    def _msg_id_prefix(self, store_ip: bytes, store_port: int) -> str:
+        """The store host's part of its records' offset msgIds (the offset's 16 digits follow)."""
+        key = (store_ip, store_port)
+        prefix = self._msg_id_prefixes.get(key)
+        if prefix is None:
+            if len(self._msg_id_prefixes) >= MAX_CACHED_HOSTS:
+                self._msg_id_prefixes.clear()
+            prefix = self._msg_id_prefixes[key] = offset_msg_id_prefix(store_ip, store_port)
+        return prefix
+
     def _writable_file(self, size: int) -> MappedFile:
         """The file to write ``size`` bytes to, after closing the current one with a blank
         record, with the space for them reserved (a full disk is a refused put, not a SIGBUS)."""
@@ -261,7 +272,7 @@ class CommitLog:
             table[key] = queue_offset + 1
         result = AppendMessageResult(
             wrote_offset=wrote_offset, wrote_bytes=size,
-            msg_id=create_offset_msg_id(store_ip, msg.store_host[1], wrote_offset),
+            msg_id=f"{self._msg_id_prefix(store_ip, msg.store_host[1])}{wrote_offset:016X}",
             store_timestamp=store_timestamp, logics_offset=queue_offset,
         )
         dispatch = RecordInfo(size, msg.topic, msg.queue_id, queue_offset, wrote_offset, sys_flag,
@@ -308,13 +319,14 @@ class CommitLog:
             raise AppendError(PutMessageStatus.MESSAGE_ILLEGAL, str(e)) from e
 
         begin = offset = mf.file_from_offset + mf.wrote_position
+        prefix = self._msg_id_prefix(store_ip, batch.store_host[1])
         dispatches = []
         msg_ids = []
         for i, (size, props, (_, _, entry_props)) in enumerate(zip(sizes, properties, entries)):
             tags_code = tags_string_to_tags_code(property_value(entry_props, _TAGS))
             dispatches.append(RecordInfo(size, batch.topic, batch.queue_id, first_queue_offset + i, offset,
                                          sys_flag, store_timestamp, tags_code, 0, props))
-            msg_ids.append(create_offset_msg_id(store_ip, batch.store_host[1], offset))
+            msg_ids.append(f"{prefix}{offset:016X}")
             offset += size
         mf.wrote_position += offset - begin
         self.mapped_file_queue.commit(offset, store_timestamp)

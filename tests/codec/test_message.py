@@ -485,3 +485,10 @@ def test_property_value_agrees_with_full_parse():
     s = "TAGS\x01a\x02KEYS\x01k\x02TAGS\x01"
     assert property_value(s, "TAGS\x01") == string_to_properties(s)["TAGS"] == "a"
     assert property_value("TAGS\x01", "TAGS\x01") is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(ip=st.one_of(st.binary(min_size=4, max_size=4), st.binary(min_size=16, max_size=16)),
+       port=st.integers(0, 65535), offset=st.integers(0, 2**63 - 1))
+def test_offset_msg_id_is_its_store_hosts_prefix_and_the_offset(ip, port, offset):
+    assert m.offset_msg_id_prefix(ip, port) + f"{offset:016X}" == create_offset_msg_id(ip, port, offset)
