@@ -45,6 +45,14 @@ class CommitLogDispatcher(Protocol):
         """Take one record into account; called in commit log order, possibly more than once."""
 
 
+def _each(dispatch: Callable[[RecordInfo], None]) -> Callable[[Sequence[RecordInfo]], None]:
+    """A dispatcher's ``dispatch_many`` when it has none: its ``dispatch`` record by record."""
+    def dispatch_many(requests: Sequence[RecordInfo]) -> None:
+        for request in requests:
+            dispatch(request)
+    return dispatch_many
+
+
 class ConsumeQueueDispatcher:
     """Appends a unit to the record's consume queue (Apache CommitLogDispatcherBuildConsumeQueue)."""
 
@@ -81,12 +89,32 @@ class ConsumeQueueDispatcher:
         if self.checkpoint is not None:
             self.checkpoint.logics_msg_timestamp = request.store_timestamp
 
+    def dispatch_many(self, requests: Sequence[RecordInfo]) -> None:
+        """The records of one batch: their units written at once when they are consecutive units
+        of one existing queue (what a batch send appends), else record by record."""
+        first = requests[0]
+        topic, queue_id, sys_flag = first.topic, first.queue_id, first.sys_flag
+        cq = self.queues.queues.get((topic, queue_id))
+        if (cq is None or topic == SCHEDULE_TOPIC or sys_flag & _TRANSACTION_MASK not in _QUEUED_TYPES
+                or any(r.topic != topic or r.queue_id != queue_id or r.sys_flag != sys_flag for r in requests)
+                or not cq.put_units([(r.commit_log_offset, r.size, r.tags_code) for r in requests],
+                                    first.queue_offset)):
+            for request in requests:
+                self.dispatch(request)
+            return
+        if self.checkpoint is not None:
+            self.checkpoint.logics_msg_timestamp = requests[-1].store_timestamp
+
 
 class ConsumeQueueExtDispatcher(ConsumeQueueDispatcher):
     """The consume queue dispatcher with ``enableConsumeQueueExt``: each unit's real tags code,
     store time and filter bitmap go to an ext unit, and the CQ unit's tagsCode addresses it
     (Apache ConsumeQueue.putMessagePositionInfoWrapper).  A separate class, so a store without
     the ext pays nothing for it per message."""
+
+    def dispatch_many(self, requests: Sequence[RecordInfo]) -> None:
+        for request in requests:   # each unit with its ext unit
+            self.dispatch(request)
 
     def __init__(self, queues: ConsumeQueueTable, checkpoint: StoreCheckpoint | None) -> None:
         super().__init__(queues, checkpoint)
@@ -140,17 +168,24 @@ class ReputService:
         self.commit_log = commit_log
         self.dispatchers: list[CommitLogDispatcher] = []
         self._dispatch_calls: tuple[Callable[[RecordInfo], None], ...] = ()
+        # each dispatcher's dispatch_many (or its dispatch record by record), for a batch's records
+        self._dispatch_many_calls: tuple[Callable[[Sequence[RecordInfo]], None], ...] = ()
         self.reput_from_offset = 0
         self.failure: DispatchError | None = None   # why the pipeline is stalled, None when it is not
         self.stalls = 0   # statistics: times a dispatcher could not take a record
 
     def add_dispatcher(self, dispatcher: CommitLogDispatcher, first: bool = False) -> None:
         self.dispatchers.insert(0 if first else len(self.dispatchers), dispatcher)
-        self._dispatch_calls = tuple(d.dispatch for d in self.dispatchers)
+        self._dispatchers_changed()
 
     def remove_dispatcher(self, dispatcher: CommitLogDispatcher) -> None:
         self.dispatchers.remove(dispatcher)
+        self._dispatchers_changed()
+
+    def _dispatchers_changed(self) -> None:
         self._dispatch_calls = tuple(d.dispatch for d in self.dispatchers)
+        self._dispatch_many_calls = tuple(getattr(d, "dispatch_many", None) or _each(d.dispatch)
+                                          for d in self.dispatchers)
 
     def behind(self) -> int:
         """Bytes of the commit log not dispatched yet."""
@@ -165,15 +200,24 @@ class ReputService:
             self.do_reput()
             last = requests[-1]
             return self.reput_from_offset >= last.commit_log_offset + last.size
-        calls = self._dispatch_calls
         try:
-            for request in requests:
-                for call in calls:
+            if len(requests) == 1:
+                request = requests[0]
+                for call in self._dispatch_calls:
                     call(request)
-                self.reput_from_offset = request.commit_log_offset + request.size
+            else:
+                # A batch: each dispatcher takes all its records, in the pipeline's order. When
+                # one fails, the whole batch is dispatched again (duplicates are ignored); and
+                # when the consume queue has a record's unit, every dispatcher before it has
+                # every record of the batch, so a restart replaying from the queues' end misses
+                # nothing.
+                for dispatch_many in self._dispatch_many_calls:
+                    dispatch_many(requests)
         except DispatchError as e:
             self._stall(e)
             return False
+        last = requests[-1]
+        self.reput_from_offset = last.commit_log_offset + last.size
         return True
 
     def _stall(self, error: DispatchError) -> None:

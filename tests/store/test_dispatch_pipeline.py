@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pyrmq.codec.commit_log_walk import RecordWalker, WalkEnd
-from pyrmq.codec.message import BODY_CRC_POSITION, MessageSysFlag
+from pyrmq.codec.message import BODY_CRC_POSITION, MessageSysFlag, decode_message
 from pyrmq.store.message_store import DefaultMessageStore, PutMessageStatus
 from store_helpers import make_batch, make_msg, small_config
 
@@ -193,6 +193,42 @@ def test_a_failing_dispatcher_does_not_lose_the_record(config):
         assert s.put_message(make_msg(body=b"two")).status is PutMessageStatus.PUT_OK
         assert [c[2] for c in flaky.calls] == [0, 1]
         assert s.get_max_offset_in_queue("TopicTest", 0) == 2
+    finally:
+        s.shutdown()
+
+
+@pytest.mark.parametrize("first", [True, False], ids=["before the queues", "after the queues"])
+def test_a_batch_whose_dispatch_stalls_is_dispatched_again_whole(config, first):
+    """Each dispatcher takes a batch's records in one call; one that fails halfway stalls the
+    pipeline before the batch, and the retry delivers all of it: every unit exactly once."""
+    from pyrmq.codec.message import BatchEntry, encode_batch
+    from pyrmq.store.model import DispatchError
+
+    class FailOnSecond(Recorder):
+        failed = False
+
+        def dispatch(self, request):
+            if request.queue_offset == 2 and not self.failed:
+                self.failed = True
+                raise DispatchError("cannot open it", OSError(24, "Too many open files"))
+            super().dispatch(request)
+
+    flaky = FailOnSecond()
+    s = DefaultMessageStore(config)
+    s.start()
+    s.reput.add_dispatcher(flaky, first=first)
+    try:
+        zero = s.put_message(make_msg(body=b"zero")).append_result
+        body = encode_batch([BatchEntry(flag=0, body=b"b%d" % i, properties="TAGS\x01TagB") for i in range(1, 5)])
+        assert not s.put_messages(make_batch(body)).is_ok()
+        assert s.reput.failure is not None   # stalled before the batch, not within it
+        assert s.reput.reput_from_offset == zero.wrote_offset + zero.wrote_bytes
+        assert s.retry_dispatch()
+        assert s.get_max_offset_in_queue("TopicTest", 0) == 5
+        got = s.get_message("g", "TopicTest", 0, 0, 32, None)
+        assert [decode_message(bytes(b))[0].body for b in got.buffers] == [b"zero", b"b1", b"b2", b"b3", b"b4"]
+        assert [c[2] for c in flaky.calls][-4:] == [1, 2, 3, 4]   # the batch again, from its first record
+        assert s.reput.reput_from_offset == s.get_max_phy_offset()
     finally:
         s.shutdown()
 
