@@ -23,7 +23,7 @@ import trio
 from pyrmq.codec.errors import ProtocolError
 from pyrmq.ha.config import HAConfig
 from pyrmq.ha.protocol import NEED_DATA, HAProtocolError, SlaveSession, Transfer
-from pyrmq.remoting.transport import PeerStream, open_tcp_peer_stream
+from pyrmq.remoting.transport import PeerStream, open_tcp_peer_stream, split_addr
 from pyrmq.store.message_store import DefaultMessageStore
 
 log = logging.getLogger(__name__)
@@ -35,11 +35,6 @@ RECONNECT_PAUSE_S: Final = 1.0
 CONNECT_TIMEOUT_S: Final = 3.0
 # An address Apache accepts in haMasterAddress has at least this many characters ("a:1234").
 MIN_ADDRESS_LENGTH: Final = 6
-
-
-def split_address(addr: str) -> tuple[str, int]:
-    host, _, port = addr.rpartition(":")
-    return host.strip("[]"), int(port)
 
 
 class HAClient:
@@ -73,7 +68,7 @@ class HAClient:
             addr = self.master_ha_address
             assert addr is not None
             try:
-                host, port = split_address(addr)
+                host, port = split_addr(addr)   # ValueError: no host or no port
                 with trio.fail_after(CONNECT_TIMEOUT_S):
                     peer = await open_tcp_peer_stream(host, port, addr)
             except (OSError, ValueError, trio.TooSlowError) as exc:

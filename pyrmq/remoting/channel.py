@@ -134,6 +134,7 @@ class Channel:
         self._writing = False
         self._reading_batch = False
         self._drained = trio.Event()
+        self._drain_waiters = 0   # tasks in wait_writable (an Event's statistics() builds an object)
         # Answers owed to the peer by opaque (a count: a hostile peer may reuse opaques).
         self._owed: dict[int, int] = {}
         self._owed_count = 0
@@ -253,7 +254,7 @@ class Channel:
             if rest:
                 self._outbound[:0] = rest
                 self._outbound_bytes += sum(len(b) for b in rest)
-            if sent and self._drained.statistics().tasks_waiting and not self._throttled():
+            if sent and self._drain_waiters and not self._throttled():
                 self._drained.set()   # as the writer does after a batch
                 self._drained = trio.Event()
         if self._outbound:
@@ -265,7 +266,11 @@ class Channel:
     async def wait_writable(self) -> None:
         """Until the peer has drained its answers below the high-water marks (or is gone)."""
         while self._throttled() and not self.closed:
-            await self._drained.wait()
+            self._drain_waiters += 1
+            try:
+                await self._drained.wait()
+            finally:
+                self._drain_waiters -= 1
 
     # --- lifecycle ------------------------------------------------------------------------
 
