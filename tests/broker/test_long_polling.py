@@ -154,9 +154,18 @@ def test_hold_service_expires_by_deadline_and_forgets_answered_and_closed_pulls(
         deadlines[opaque] = rnd.uniform(0, 100)
         hold.suspend(("T", opaque % 3), _HeldPull(channels[opaque % 4], request, 5, deadlines[opaque], _AnyTag()))
     assert hold.statistics()["held"] == 9000
-    # a message at queue offset 5 of queue 1 wakes every pull of queue 1 (they wait for offset 5)
+    # a message at queue offset 5 of queue 1 wakes every pull of queue 1 (they wait for offset 5):
+    # answered in the dispatch, in arrival order, one write per connection
     hold.dispatch(RecordInfo(100, "T", 1, 5, 0, 0, 0, 0, 0, ""))
-    assert hold.statistics()["held"] == 6000 and len(hold._ready) == 3000
+    woken = [o for o in range(9000) if o % 3 == 1]
+    assert hold.statistics()["held"] == 6000 and hold.wakeups == 3000
+    assert processor.order == woken
+    assert [c.writes for c in channels] == [1, 1, 1, 1]
+    assert sorted(r.opaque for c in channels for r in c.answers) == woken
+    for channel in channels:
+        channel.answers.clear()
+        channel.writes = 0
+    processor.order.clear()
     hold._expire(50.0)
     expected = sorted((d, o) for o, d in deadlines.items() if o % 3 != 1 and d <= 50.0)
     assert processor.order == [o for _, o in expected]           # deadline order, woken ones skipped
