@@ -269,6 +269,9 @@ static PyObject *decode_ext_fields(PyObject *module, PyObject *const *args, Py_s
 }
 
 #define ROCKETMQ_FIXED_SIZE 13   /* int16 code, uint8 language, int16 version, int32 opaque, int32 flag */
+#define FRAME_PREFIX_SIZE 8      /* uint32 length, uint32 serialize type << 24 | header length */
+#define ROCKETMQ_SERIALIZE_TYPE 1
+#define MAX_HEADER_LENGTH 0xFFFFFF
 
 PyDoc_STRVAR(decode_rocketmq_header_doc,
 "decode_rocketmq_header(data, max_fields) -> (code, language, version, opaque, flag, remark, ext)\n\n"
@@ -314,6 +317,79 @@ static PyObject *rocketmq_header_of(const unsigned char *p, Py_ssize_t size, Py_
 static PyObject *decode_rocketmq_header(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     return decode_buffer(args, nargs, "decode_rocketmq_header(data, max_fields)", rocketmq_header_of);
+}
+
+PyDoc_STRVAR(decode_frames_doc,
+"decode_frames(buffer, pos, max_frame_bytes, max_header_bytes, max_fields) -> (frames, end)\n\n"
+"The complete frames with a ROCKETMQ header in ``buffer`` from ``pos``, each as (code,\n"
+"language, version, opaque, flag, remark, ext, body) -- the header as decode_rocketmq_header\n"
+"decodes it, the body as bytes (None when empty) -- and where the next frame starts. Stops\n"
+"before the first frame that is not whole, has a JSON header or breaks a rule (a frame longer\n"
+"than ``max_frame_bytes`` with its length word, a length word below 4, a header longer than the\n"
+"frame or than ``max_header_bytes``, a header that does not decode): the caller's full decoder\n"
+"takes that one.");
+
+static PyObject *decode_frames(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    long long n[4];
+    Py_buffer view;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "decode_frames(buffer, pos, max_frame_bytes, max_header_bytes, max_fields)");
+        return NULL;
+    }
+    if (int_args(args + 1, 4, n) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *p = (const unsigned char *)view.buf;
+    long long size = view.len, pos = n[0];
+    PyObject *frames = NULL;
+    if (pos < 0) {
+        PyErr_SetString(PyExc_ValueError, "a negative position");
+        goto fail;
+    }
+    if ((frames = PyList_New(0)) == NULL)
+        goto fail;
+    while (size - pos >= FRAME_PREFIX_SIZE) {
+        long long length = (uint32_t)get_be32(p + pos);
+        uint32_t header_word = (uint32_t)get_be32(p + pos + 4);
+        long long header_len = header_word & 0xFFFFFF;
+        if (length + 4 > n[1] || length < 4 || header_word >> 24 != ROCKETMQ_SERIALIZE_TYPE
+            || header_len > length - 4 || header_len > n[2] || size - pos < 4 + length)
+            break;
+        const unsigned char *header = p + pos + FRAME_PREFIX_SIZE;
+        PyObject *members = rocketmq_header_of(header, (Py_ssize_t)header_len, (Py_ssize_t)n[3]);
+        if (members == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_ValueError))   /* UnicodeDecodeError is one */
+                goto fail;
+            PyErr_Clear();   /* the full decoder says what is wrong with it */
+            break;
+        }
+        long long body_len = length - 4 - header_len;
+        PyObject *body = body_len ? PyBytes_FromStringAndSize((const char *)header + header_len, (Py_ssize_t)body_len)
+                                  : Py_NewRef(Py_None);
+        PyObject *frame = body == NULL ? NULL : PyTuple_New(8);
+        if (frame == NULL) {
+            Py_DECREF(members);
+            Py_XDECREF(body);
+            goto fail;
+        }
+        for (Py_ssize_t k = 0; k < 7; k++)
+            PyTuple_SET_ITEM(frame, k, Py_NewRef(PyTuple_GET_ITEM(members, k)));
+        PyTuple_SET_ITEM(frame, 7, body);
+        Py_DECREF(members);
+        int rc = PyList_Append(frames, frame);
+        Py_DECREF(frame);
+        if (rc < 0)
+            goto fail;
+        pos += 4 + length;
+    }
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(NL)", frames, pos);
+fail:
+    PyBuffer_Release(&view);
+    Py_XDECREF(frames);
+    return NULL;
 }
 
 PyDoc_STRVAR(encode_ext_fields_doc,
@@ -396,9 +472,6 @@ static PyObject *encode_ext_fields(PyObject *module, PyObject *const *args, Py_s
     return out;
 }
 
-#define FRAME_PREFIX_SIZE 8      /* uint32 length, uint32 serialize type << 24 | header length */
-#define ROCKETMQ_SERIALIZE_TYPE 1
-#define MAX_HEADER_LENGTH 0xFFFFFF
 
 static PyObject *struct_error;   /* struct.error, what the twin's packing raises (set in native_exec) */
 
@@ -1276,6 +1349,7 @@ static PyMethodDef native_methods[] = {
     {"encode_ext_fields", (PyCFunction)(void (*)(void))encode_ext_fields, METH_FASTCALL, encode_ext_fields_doc},
     {"decode_rocketmq_header", (PyCFunction)(void (*)(void))decode_rocketmq_header, METH_FASTCALL,
      decode_rocketmq_header_doc},
+    {"decode_frames", (PyCFunction)(void (*)(void))decode_frames, METH_FASTCALL, decode_frames_doc},
     {"encode_rocketmq_frame_head", (PyCFunction)(void (*)(void))encode_rocketmq_frame_head, METH_FASTCALL,
      encode_rocketmq_frame_head_doc},
     {"split_batch", (PyCFunction)(void (*)(void))split_batch, METH_FASTCALL, split_batch_doc},

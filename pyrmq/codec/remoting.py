@@ -403,6 +403,49 @@ def decode_rocketmq_header(data: bytes | memoryview) -> RemotingCommand:
                            serialize_type=SerializeType.ROCKETMQ)
 
 
+# One decoded frame of decode_frames: the header's members as decode_rocketmq_header returns them,
+# then the body (None when empty).
+WireFrame = tuple[int, int, int, int, int, str | None, dict[str, str] | None, bytes | None]
+
+
+def decode_frames_py(buffer: bytes | bytearray | memoryview, pos: int, max_frame_bytes: int, max_header_bytes: int,
+                     max_fields: int) -> tuple[list[WireFrame], int]:
+    """The complete frames with a ROCKETMQ header in ``buffer`` from ``pos``, and where the next
+    frame starts. Stops before the first one that is not whole, has a JSON header or breaks a
+    rule (a frame longer than ``max_frame_bytes`` with its length word, a length word below 4, a
+    header longer than the frame or than ``max_header_bytes``, a header that does not decode):
+    ``FrameDecoder.next_frame`` takes that one, and says what is wrong with it. The twin of
+    ``_native.decode_frames``."""
+    if pos < 0:
+        raise ValueError("a negative position")
+    frames: list[WireFrame] = []
+    view = memoryview(buffer)
+    size = len(view)
+    try:
+        while size - pos >= _PREFIX_SIZE:
+            length, header_word = _PREFIX.unpack_from(view, pos)
+            header_len = header_word & 0x00FFFFFF
+            if (length + 4 > max_frame_bytes or length < 4 or header_word >> 24 != SerializeType.ROCKETMQ
+                    or header_len > length - 4 or header_len > max_header_bytes or size - pos < 4 + length):
+                break
+            header_start = pos + _PREFIX_SIZE
+            body_start, end = header_start + header_len, pos + 4 + length
+            try:
+                members = decode_rocketmq_header_py(view[header_start:body_start], max_fields)
+            except ValueError:   # UnicodeDecodeError is one
+                break
+            frames.append((*members, bytes(view[body_start:end]) if end > body_start else None))
+            pos = end
+    finally:
+        view.release()
+    return frames, pos
+
+
+_decode_frames = native_function("decode_frames", decode_frames_py,
+                                 {"ROCKETMQ_FIXED_SIZE": _BIN_FIXED_SIZE, "FRAME_PREFIX_SIZE": _PREFIX_SIZE,
+                                  "ROCKETMQ_SERIALIZE_TYPE": SerializeType.ROCKETMQ})
+
+
 def encode_rocketmq_frame_head_py(code: int, language: int, version: int, opaque: int, flag: int,
                                   remark: str | None, ext: dict[str, str], body_len: int) -> bytes:
     """The start of a frame with a ROCKETMQ header, up to its body of ``body_len`` bytes: the
@@ -572,8 +615,17 @@ class FrameDecoder:
         return cmd
 
     def frames(self) -> Iterator[RemotingCommand]:
-        """Every complete frame buffered so far."""
+        """Every complete frame buffered so far. The ROCKETMQ frames are decoded in runs, by one
+        call each (``decode_frames``); ``next_frame`` takes the frame a run stops at (a JSON
+        header, a partial frame, a broken one) before the next run."""
+        rocketmq = SerializeType.ROCKETMQ
+        languages = _LANGUAGE_NAME_BY_CODE
         while True:
+            decoded, self._pos = _decode_frames(self._buffer, self._pos, self.max_frame_bytes, MAX_HEADER_BYTES,
+                                                MAX_EXT_FIELDS)
+            for code, language, version, opaque, flag, remark, ext, body in decoded:
+                yield RemotingCommand(code, opaque, flag, remark, ext, body, languages.get(language, "OTHER"), version,
+                                      rocketmq)
             cmd = self.next_frame()
             if isinstance(cmd, _NeedData):
                 return

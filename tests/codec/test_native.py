@@ -36,6 +36,7 @@ def test_the_extension_is_built_and_bound():
         assert remoting.decode_ext_fields is _native.decode_ext_fields
         assert remoting.encode_ext_fields is _native.encode_ext_fields
         assert remoting._decode_rocketmq_header is _native.decode_rocketmq_header
+        assert remoting._decode_frames is _native.decode_frames
         assert remoting._encode_rocketmq_frame_head is _native.encode_rocketmq_frame_head
         assert message_batch._split_batch is _native.split_batch
         assert message_props.string_to_properties is _native.string_to_properties
@@ -289,6 +290,42 @@ def test_header_decoders_match_their_twins_on_damaged_input(name, twin, valid, d
 @given(data=st.binary(max_size=64))
 def test_header_decoders_match_their_twins_on_random_bytes(name, twin, valid, data):
     _assert_alike(getattr(_native, name), twin, data, 4)
+
+
+# ---- runs of frames
+
+_wire_frames = st.lists(st.builds(
+    lambda code, opaque, remark, ext, body, serialize_type: remoting.encode_command(remoting.RemotingCommand(
+        code=code, opaque=opaque, remark=remark, ext_fields=ext, body=body, serialize_type=serialize_type)),
+    st.integers(-2**15, 2**15 - 1), st.integers(-2**31, 2**31 - 1), st.one_of(st.none(), _text),
+    st.dictionaries(_text, _text, max_size=4), st.binary(max_size=40),
+    st.sampled_from([remoting.SerializeType.ROCKETMQ] * 3 + [remoting.SerializeType.JSON])), max_size=5)
+
+
+@needs_native
+@settings(max_examples=1000, deadline=None)
+@given(frames=_wire_frames, cuts=st.lists(st.integers(0, 600), max_size=2),
+       flips=st.lists(st.tuples(st.integers(0, 600), st.integers(0, 255)), max_size=3),
+       pos=st.integers(0, 80), max_frame_bytes=st.sampled_from([16, 120, 2**24]),
+       max_header_bytes=st.sampled_from([20, 100, 2**20]), max_fields=st.integers(0, 4))
+def test_decode_frames_matches_the_twin(frames, cuts, flips, pos, max_frame_bytes, max_header_bytes, max_fields):
+    data = _damaged(b"".join(frames), flips, cuts)
+    pos = min(pos, len(data)) if pos % 3 else 0
+    args = (pos, max_frame_bytes, max_header_bytes, max_fields)
+    expected = _outcome(remoting.decode_frames_py, data, *args)
+    assert _outcome(_native.decode_frames, data, *args) == expected
+    assert _outcome(_native.decode_frames, bytearray(data), *args) == expected
+    if not flips and not cuts and pos == 0 and max_frame_bytes == 2**24 and max_header_bytes == 2**20 \
+            and max_fields == 4:   # intact: every ROCKETMQ frame up to the first JSON one
+        leading = next((k for k, f in enumerate(frames) if f[4] != remoting.SerializeType.ROCKETMQ), len(frames))
+        decoded, end = expected[1]
+        assert (len(decoded), end) == (leading, sum(len(f) for f in frames[:leading]))
+
+
+@needs_native
+def test_decode_frames_refuses_a_negative_position_alike():
+    for fn in (_native.decode_frames, remoting.decode_frames_py):
+        assert _outcome(fn, b"", -1, 100, 100, 4) == ("ValueError", "a negative position")
 
 
 # ---- the body of a SEND_BATCH_MESSAGE

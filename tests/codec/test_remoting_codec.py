@@ -86,6 +86,54 @@ def test_many_frames_in_one_receive():
     assert decode_all(data) == [g[1] for g in GOLDEN] * 10
 
 
+def _frame_by_frame(data: bytes) -> tuple[list[RemotingCommand], str | None]:
+    """``data`` decoded by ``next_frame`` alone, one frame at a time: the commands, and the
+    refusal that ends them (None when the rest is a partial frame)."""
+    decoder = FrameDecoder(max_frame_bytes=4096)
+    decoder.receive_data(data)
+    out = []
+    try:
+        while (cmd := decoder.next_frame()) is not NEED_DATA:
+            out.append(cmd)
+    except ProtocolError as exc:
+        return out, str(exc)
+    return out, None
+
+
+_MIXED = [
+    encode_command(RemotingCommand(code=310, opaque=1, ext_fields={"a": "g", "b": "T"}, body=b"x" * 50,
+                                   serialize_type=SerializeType.ROCKETMQ, language="GO", version=317)),
+    GOLDEN[0][0],
+    encode_command(RemotingCommand(code=11, opaque=2, remark="r", serialize_type=SerializeType.ROCKETMQ)),
+    encode_command(RemotingCommand(code=0, opaque=3, flag=1, serialize_type=SerializeType.ROCKETMQ)),
+    frame(struct.pack(">hBhiii", 1, 0, 1, 1, 0, 0) + struct.pack(">i", 3) + b"\x00\x09x", serialize_type=1),
+    frame(b"{}", serialize_type=2),
+]
+
+
+@given(picks=st.lists(st.integers(0, len(_MIXED) - 1), max_size=8),
+       cuts=st.lists(st.integers(min_value=1, max_value=800), max_size=6), tail=st.integers(0, 40))
+def test_frames_in_runs_decode_as_frame_by_frame(picks, cuts, tail):
+    # frames() decodes runs of ROCKETMQ frames in one call each; in any chunks, what it yields and
+    # the refusal it stops at are next_frame's, one frame at a time
+    data = b"".join(_MIXED[i] for i in picks)
+    data += _MIXED[0][:tail]
+    expected, refusal = _frame_by_frame(data)
+    decoder = FrameDecoder(max_frame_bytes=4096)
+    out: list[RemotingCommand] = []
+    fed = 0
+    try:
+        for cut in sorted({min(c, len(data)) for c in cuts} | {len(data)}):
+            decoder.receive_data(data[fed:cut])
+            fed = cut
+            out.extend(decoder.frames())
+    except ProtocolError as exc:
+        assert str(exc) == refusal
+    else:
+        assert refusal is None
+    assert out == expected
+
+
 BIG_BODY = bytes(range(256)) * (remoting.JOIN_ONCE_BYTES // 256 + 3)
 
 
