@@ -397,19 +397,15 @@ def _tools_own_clients(lines: list[str]) -> list[str]:
     client again after it left; it then stays until the channel expires)."""
     out: list[str] = []
     for line in lines:
-        if line.startswith(TOOLS_OWN_CLIENT_ROWS):
-            marker = next(m for prefix, m in TOOLS_OWN_CLIENT_ROWS_MASKS if line.startswith(prefix))
-            if marker not in out:
-                out.append(marker)
-        else:
-            out.append(line)
+        marker = next((m for prefix, m in TOOLS_OWN_CLIENT_ROWS_MASKS if line.startswith(prefix)), line)
+        if marker == line or marker not in out:
+            out.append(marker)
     return out
 
 
 TOOLS_OWN_CLIENT_ROWS_MASKS = (("TOOLS_CONSUMER ", "TOOLS_CONSUMER  <mqadmin's own consumer, online or not>"),
                                ("producer group (CLIENT_INNER_PRODUCER) instance",
                                 "producer group (CLIENT_INNER_PRODUCER) <mqadmin's own producers>"))
-TOOLS_OWN_CLIENT_ROWS = tuple(prefix for prefix, _ in TOOLS_OWN_CLIENT_ROWS_MASKS)
 
 
 def _config_key(line: str) -> str | None:

@@ -472,7 +472,6 @@ static PyObject *encode_ext_fields(PyObject *module, PyObject *const *args, Py_s
     return out;
 }
 
-
 static PyObject *struct_error;   /* struct.error, what the twin's packing raises (set in native_exec) */
 
 PyDoc_STRVAR(encode_rocketmq_frame_head_doc,

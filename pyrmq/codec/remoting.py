@@ -398,9 +398,14 @@ def decode_rocketmq_header(data: bytes | memoryview) -> RemotingCommand:
         raise ProtocolError(f"ROCKETMQ header text is not UTF-8: {exc}") from None
     except ValueError as exc:   # a length past the header, or too many extFields entries
         raise ProtocolError(str(exc)) from None
-    return RemotingCommand(code=code, opaque=opaque, flag=flag, remark=remark, ext_fields=ext,
-                           language=_LANGUAGE_NAME_BY_CODE.get(language, "OTHER"), version=version,
-                           serialize_type=SerializeType.ROCKETMQ)
+    return rocketmq_command(code, language, version, opaque, flag, remark, ext)
+
+
+def rocketmq_command(code: int, language: int, version: int, opaque: int, flag: int, remark: str | None,
+                     ext: dict[str, str] | None, body: bytes | None = None) -> RemotingCommand:
+    """The command of a decoded ROCKETMQ header's members (``language`` as its code) and body."""
+    return RemotingCommand(code, opaque, flag, remark, ext, body, _LANGUAGE_NAME_BY_CODE.get(language, "OTHER"),
+                           version, SerializeType.ROCKETMQ)
 
 
 # One decoded frame of decode_frames: the header's members as decode_rocketmq_header returns them,
@@ -618,14 +623,11 @@ class FrameDecoder:
         """Every complete frame buffered so far. The ROCKETMQ frames are decoded in runs, by one
         call each (``decode_frames``); ``next_frame`` takes the frame a run stops at (a JSON
         header, a partial frame, a broken one) before the next run."""
-        rocketmq = SerializeType.ROCKETMQ
-        languages = _LANGUAGE_NAME_BY_CODE
         while True:
             decoded, self._pos = _decode_frames(self._buffer, self._pos, self.max_frame_bytes, MAX_HEADER_BYTES,
                                                 MAX_EXT_FIELDS)
-            for code, language, version, opaque, flag, remark, ext, body in decoded:
-                yield RemotingCommand(code, opaque, flag, remark, ext, body, languages.get(language, "OTHER"), version,
-                                      rocketmq)
+            for members in decoded:
+                yield rocketmq_command(*members)
             cmd = self.next_frame()
             if isinstance(cmd, _NeedData):
                 return
