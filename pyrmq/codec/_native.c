@@ -23,6 +23,9 @@
 #define INDEX_HEADER_SIZE 40
 #define INDEX_SLOT_SIZE 4
 #define INDEX_ITEM_SIZE 20
+#define TRANSACTION_MASK 0xC
+#define TRANSACTION_ROLLBACK_TYPE 0xC
+#define KEY_SEPARATOR_CHAR ' '
 
 static inline void put_be32(unsigned char *p, uint32_t v)
 {
@@ -65,24 +68,23 @@ static int two_str_args(PyObject *const *args, Py_ssize_t nargs, const char *usa
     return 0;
 }
 
-/* Java's String.hashCode continued over the UTF-16 code units of s (a code point past the BMP
- * is its surrogate pair, a lone surrogate is its own unit, as Java holds them). */
-static uint32_t java_hash_continue(uint32_t h, PyObject *s)
+/* Java's String.hashCode continued over the UTF-16 code units of s[start:end] (a code point past
+ * the BMP is its surrogate pair, a lone surrogate is its own unit, as Java holds them). */
+static uint32_t java_hash_range(uint32_t h, PyObject *s, Py_ssize_t start, Py_ssize_t end)
 {
-    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
     int kind = PyUnicode_KIND(s);
     const void *data = PyUnicode_DATA(s);
     if (kind == PyUnicode_1BYTE_KIND) {
         const Py_UCS1 *u = (const Py_UCS1 *)data;
-        for (Py_ssize_t i = 0; i < n; i++)
+        for (Py_ssize_t i = start; i < end; i++)
             h = 31u * h + u[i];
     } else if (kind == PyUnicode_2BYTE_KIND) {
         const Py_UCS2 *u = (const Py_UCS2 *)data;
-        for (Py_ssize_t i = 0; i < n; i++)
+        for (Py_ssize_t i = start; i < end; i++)
             h = 31u * h + u[i];
     } else {
         const Py_UCS4 *u = (const Py_UCS4 *)data;
-        for (Py_ssize_t i = 0; i < n; i++) {
+        for (Py_ssize_t i = start; i < end; i++) {
             Py_UCS4 c = u[i];
             if (c >= 0x10000) {
                 c -= 0x10000;
@@ -96,6 +98,19 @@ static uint32_t java_hash_continue(uint32_t h, PyObject *s)
     return h;
 }
 
+/* The index hash of ``topic#key`` for key = s[start:end]: Java's Math.abs of its hashCode, 0 when
+ * that stays negative (Integer.MIN_VALUE). */
+static long long topic_key_hash_range(PyObject *topic, PyObject *s, Py_ssize_t start, Py_ssize_t end)
+{
+    uint32_t h = java_hash_range(0, topic, 0, PyUnicode_GET_LENGTH(topic));
+    h = 31u * h + (uint32_t)'#';
+    h = java_hash_range(h, s, start, end);
+    int64_t v = (int32_t)h;
+    if (v < 0)
+        v = -v;
+    return v > INT32_MAX ? 0 : v;
+}
+
 PyDoc_STRVAR(topic_key_hash_doc,
 "topic_key_hash(topic, key) -> int\n\n"
 "The index hash of the key ``topic#key``: Java's Math.abs of its String.hashCode, 0 when that\n"
@@ -105,13 +120,7 @@ static PyObject *topic_key_hash(PyObject *module, PyObject *const *args, Py_ssiz
 {
     if (two_str_args(args, nargs, "topic_key_hash(topic: str, key: str)") < 0)
         return NULL;
-    uint32_t h = java_hash_continue(0, args[0]);
-    h = 31u * h + (uint32_t)'#';
-    h = java_hash_continue(h, args[1]);
-    int64_t v = (int32_t)h;
-    if (v < 0)
-        v = -v;
-    return PyLong_FromLongLong(v > INT32_MAX ? 0 : v);
+    return PyLong_FromLongLong(topic_key_hash_range(args[0], args[1], 0, PyUnicode_GET_LENGTH(args[1])));
 }
 
 PyDoc_STRVAR(index_put_doc,
@@ -121,34 +130,18 @@ PyDoc_STRVAR(index_put_doc,
 "at it and write the header with ``count + 1`` items. Returns the header's hash slot count\n"
 "(one more when the slot was empty). Raises ValueError when the item is outside ``mm``.");
 
-static PyObject *index_put(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+/* Item ``count`` of an index file at ``base`` (``len`` bytes) and its slot, then the header with
+ * ``count + 1`` items: the new hash slot count, or -1 with a ValueError when the item is outside
+ * the buffer. The arguments are in their fields' ranges (checked by the callers). */
+static long long index_write(unsigned char *base, Py_ssize_t len, long long hash_slot_num, long long count,
+                             long long key_hash, long long phy_offset, long long time_diff,
+                             const long long header[4], long long hash_slot_count)
 {
-    if (nargs != 11) {
-        PyErr_SetString(PyExc_TypeError, "index_put takes 11 arguments");
-        return NULL;
-    }
-    long long v[10];
-    if (int_args(args + 1, 10, v) < 0)
-        return NULL;
-    long long hash_slot_num = v[0], count = v[1], key_hash = v[2], phy_offset = v[3], time_diff = v[4];
-    long long begin_timestamp = v[5], end_timestamp = v[6], begin_phy = v[7], end_phy = v[8];
-    long long hash_slot_count = v[9];
-    if (hash_slot_num <= 0 || count < 0 || count >= INT32_MAX || key_hash < 0 || key_hash > INT32_MAX
-        || time_diff < INT32_MIN || time_diff > INT32_MAX
-        || hash_slot_count < INT32_MIN || hash_slot_count >= INT32_MAX) {
-        PyErr_SetString(PyExc_ValueError, "index_put: an argument is out of its field's range");
-        return NULL;
-    }
-    Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0)
-        return NULL;
-    unsigned char *base = (unsigned char *)view.buf;
     long long items_start = INDEX_HEADER_SIZE + hash_slot_num * INDEX_SLOT_SIZE;
     long long item_pos = items_start + count * INDEX_ITEM_SIZE;
-    if (item_pos + INDEX_ITEM_SIZE > (long long)view.len) {
-        PyBuffer_Release(&view);
+    if (item_pos + INDEX_ITEM_SIZE > (long long)len) {
         PyErr_SetString(PyExc_ValueError, "index_put: the item is past the end of the file");
-        return NULL;
+        return -1;
     }
     long long slot_pos = INDEX_HEADER_SIZE + (key_hash % hash_slot_num) * INDEX_SLOT_SIZE;
     int32_t slot_value = get_be32(base + slot_pos);
@@ -162,14 +155,49 @@ static PyObject *index_put(PyObject *module, PyObject *const *args, Py_ssize_t n
     put_be32(base + slot_pos, (uint32_t)count);
     if (slot_value == 0)
         hash_slot_count += 1;
-    put_be64(base, (uint64_t)begin_timestamp);
-    put_be64(base + 8, (uint64_t)end_timestamp);
-    put_be64(base + 16, (uint64_t)begin_phy);
-    put_be64(base + 24, (uint64_t)end_phy);
+    for (int k = 0; k < 4; k++)   /* begin and end timestamps, begin and end offsets */
+        put_be64(base + 8 * k, (uint64_t)header[k]);
     put_be32(base + 32, (uint32_t)hash_slot_count);
     put_be32(base + 36, (uint32_t)(count + 1));
+    return hash_slot_count;
+}
+
+/* The fields index_put and index_put_keys check alike: 0, or -1 with a ValueError. */
+static int index_fields_in_range(long long hash_slot_num, long long count, long long time_diff,
+                                 long long hash_slot_count)
+{
+    if (hash_slot_num <= 0 || count < 0 || count >= INT32_MAX || time_diff < INT32_MIN || time_diff > INT32_MAX
+        || hash_slot_count < INT32_MIN || hash_slot_count >= INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "index_put: an argument is out of its field's range");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *index_put(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "index_put takes 11 arguments");
+        return NULL;
+    }
+    long long v[10];
+    if (int_args(args + 1, 10, v) < 0)
+        return NULL;
+    long long hash_slot_num = v[0], count = v[1], key_hash = v[2], phy_offset = v[3], time_diff = v[4];
+    long long header[4] = {v[5], v[6], v[7], v[8]};
+    if (index_fields_in_range(hash_slot_num, count, time_diff, v[9]) < 0)
+        return NULL;
+    if (key_hash < 0 || key_hash > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "index_put: an argument is out of its field's range");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0)
+        return NULL;
+    long long hash_slot_count = index_write((unsigned char *)view.buf, view.len, hash_slot_num, count, key_hash,
+                                            phy_offset, time_diff, header, v[9]);
     PyBuffer_Release(&view);
-    return PyLong_FromLongLong(hash_slot_count);
+    return hash_slot_count < 0 ? NULL : PyLong_FromLongLong(hash_slot_count);
 }
 
 /* The (bytes-like, int limit) arguments of the splitters below: 0, or -1 with an exception set.
@@ -670,35 +698,204 @@ PyDoc_STRVAR(property_value_doc,
 "it: string_to_properties' answer (the last occurrence with a non-empty value). Raises\n"
 "ValueError for an empty name.");
 
+/* Where the value of the property ``name`` (with its \x01) is in ``s``: 1 with [*start, *stop),
+ * 0 when it has no non-empty value, -1 with an exception set. The last pair of that name with a
+ * value wins, as in the map Java builds from the string. */
+static int property_range(PyObject *s, PyObject *name, Py_ssize_t *start, Py_ssize_t *stop)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s), name_len = PyUnicode_GET_LENGTH(name), end = n;
+    for (;;) {
+        Py_ssize_t i = PyUnicode_Find(s, name, 0, end, -1);
+        if (i == -2)
+            return -1;
+        if (i == -1)
+            return 0;
+        /* a name starts the string or follows a pair's \x02 */
+        if (i == 0 || PyUnicode_READ_CHAR(s, i - 1) == 0x02) {
+            Py_ssize_t first = i + name_len;
+            Py_ssize_t last = PyUnicode_FindChar(s, 0x02, first, n, 1);
+            if (last == -2)
+                return -1;
+            if (last == -1)
+                last = n;
+            if (last > first) {
+                *start = first;
+                *stop = last;
+                return 1;
+            }
+        }
+        end = i;
+    }
+}
+
 static PyObject *property_value(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     if (two_str_args(args, nargs, "property_value(properties: str, name: str)") < 0)
         return NULL;
-    PyObject *s = args[0], *name = args[1];
-    Py_ssize_t n = PyUnicode_GET_LENGTH(s), name_len = PyUnicode_GET_LENGTH(name), end = n;
-    if (name_len == 0) {
+    if (PyUnicode_GET_LENGTH(args[1]) == 0) {
         PyErr_SetString(PyExc_ValueError, "property_value: empty name");
         return NULL;
     }
-    for (;;) {
-        Py_ssize_t i = PyUnicode_Find(s, name, 0, end, -1);
-        if (i == -2)
-            return NULL;
-        if (i == -1)
-            Py_RETURN_NONE;
-        /* a name starts the string or follows a pair's \x02 */
-        if (i == 0 || PyUnicode_READ_CHAR(s, i - 1) == 0x02) {
-            Py_ssize_t start = i + name_len;
-            Py_ssize_t stop = PyUnicode_FindChar(s, 0x02, start, n, 1);
-            if (stop == -2)
-                return NULL;
-            if (stop == -1)
-                stop = n;
-            if (stop > start)
-                return PyUnicode_Substring(s, start, stop);
+    Py_ssize_t start, stop;
+    int found = property_range(args[0], args[1], &start, &stop);
+    if (found < 0)
+        return NULL;
+    if (found == 0)
+        Py_RETURN_NONE;
+    return PyUnicode_Substring(args[0], start, stop);
+}
+
+static PyObject *record_attr_names[5];   /* RecordInfo's members index_build_records reads (native_exec) */
+
+/* A record's member ``k`` of record_attr_names as a long long: 0, or -1 with an exception set. */
+static int record_int(PyObject *record, int k, long long *out)
+{
+    PyObject *v = PyObject_GetAttr(record, record_attr_names[k]);
+    if (v == NULL)
+        return -1;
+    *out = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* The key ranges of one record's properties string: UNIQ_KEY's value, then each non-empty
+ * KEY_SEPARATOR-separated token of KEYS. Returns how many (at most ``max``; -1 with an exception
+ * set on error). */
+static Py_ssize_t index_key_ranges(PyObject *props, PyObject *uniq_name, PyObject *keys_name,
+                                   Py_ssize_t (*ranges)[2], Py_ssize_t max, Py_ssize_t *total)
+{
+    Py_ssize_t n = 0, start, stop;
+    *total = 0;
+    int found = property_range(props, uniq_name, &start, &stop);
+    if (found < 0)
+        return -1;
+    if (found) {
+        if (n < max) {
+            ranges[n][0] = start;
+            ranges[n][1] = stop;
+            n++;
         }
-        end = i;
+        (*total)++;
     }
+    found = property_range(props, keys_name, &start, &stop);
+    if (found < 0)
+        return -1;
+    if (found) {
+        Py_ssize_t i = start;
+        while (i < stop) {
+            Py_ssize_t j = PyUnicode_FindChar(props, KEY_SEPARATOR_CHAR, i, stop, 1);
+            if (j == -2)
+                return -1;
+            if (j == -1)
+                j = stop;
+            if (j > i) {
+                if (n < max) {
+                    ranges[n][0] = i;
+                    ranges[n][1] = j;
+                    n++;
+                }
+                (*total)++;
+            }
+            i = j + 1;
+        }
+    }
+    return n;
+}
+
+#define INDEX_KEYS_IN_ONE_GO 16
+
+PyDoc_STRVAR(index_build_records_doc,
+"index_build_records(mm, hash_slot_num, count_limit, records, start, uniq_key_name, keys_name,\n"
+"                    count, hash_slot_count, begin_timestamp, begin_phy_offset, end_phy_offset,\n"
+"                    end_timestamp) -> (stop, count, hash_slot_count, end_phy_offset, end_timestamp)\n\n"
+"Index the keys of records[start:] (RecordInfo: topic, commit_log_offset, store_timestamp,\n"
+"sys_flag, properties_string) into one index file, as IndexService.build_index does record by\n"
+"record: UNIQ_KEY and each non-empty KEYS token, each an index_put of ``topic#key``; records\n"
+"below ``end_phy_offset``, rolled back or without keys are skipped. It stops at the first record\n"
+"it leaves to that function: the file's first item (it sets the file's begin), all of a\n"
+"record's keys not fitting below ``count_limit``, or more than 16 keys. Returns where it\n"
+"stopped (len(records) when done) and the file's new state.");
+
+static PyObject *index_build_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 13) {
+        PyErr_SetString(PyExc_TypeError, "index_build_records takes 13 arguments");
+        return NULL;
+    }
+    PyObject *records = args[3], *uniq_name = args[5], *keys_name = args[6];
+    if (!PyList_Check(records) || !PyUnicode_Check(uniq_name) || !PyUnicode_Check(keys_name)
+        || PyUnicode_GET_LENGTH(uniq_name) == 0 || PyUnicode_GET_LENGTH(keys_name) == 0) {
+        PyErr_SetString(PyExc_TypeError, "index_build_records: records must be a list and the names non-empty str");
+        return NULL;
+    }
+    long long a[3], v[6];
+    if (int_args(args + 1, 2, a) < 0 || int_args(args + 4, 1, a + 2) < 0 || int_args(args + 7, 6, v) < 0)
+        return NULL;
+    long long hash_slot_num = a[0], count_limit = a[1], start = a[2];
+    long long count = v[0], hash_slot_count = v[1], begin_timestamp = v[2], begin_phy = v[3];
+    long long end_phy = v[4], end_timestamp = v[5];
+    if (index_fields_in_range(hash_slot_num, count, 0, hash_slot_count) < 0)
+        return NULL;
+    if (count_limit > INT32_MAX - 1)
+        count_limit = INT32_MAX - 1;   /* the header's count stays an int */
+    Py_ssize_t n = PyList_GET_SIZE(records), i = start < 0 ? 0 : (Py_ssize_t)(start > n ? n : start);
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0)
+        return NULL;
+    for (; i < n; i++) {
+        PyObject *record = PyList_GET_ITEM(records, i);
+        long long phy, timestamp, sys_flag;
+        if (record_int(record, 1, &phy) < 0 || record_int(record, 2, &timestamp) < 0
+            || record_int(record, 3, &sys_flag) < 0)
+            goto fail;
+        if (phy < end_phy || (sys_flag & TRANSACTION_MASK) == TRANSACTION_ROLLBACK_TYPE)
+            continue;
+        PyObject *topic = PyObject_GetAttr(record, record_attr_names[0]);
+        if (topic == NULL)
+            goto fail;
+        PyObject *props = PyObject_GetAttr(record, record_attr_names[4]);
+        if (props == NULL) {
+            Py_DECREF(topic);
+            goto fail;
+        }
+        if (!PyUnicode_Check(topic) || !PyUnicode_Check(props)) {
+            PyErr_SetString(PyExc_TypeError, "index_build_records: a record's topic or properties is not a str");
+            Py_DECREF(topic);
+            Py_DECREF(props);
+            goto fail;
+        }
+        Py_ssize_t ranges[INDEX_KEYS_IN_ONE_GO][2], total = 0;
+        Py_ssize_t keys = index_key_ranges(props, uniq_name, keys_name, ranges, INDEX_KEYS_IN_ONE_GO, &total);
+        int stop = keys >= 0 && total > 0 && (total > keys || count <= 1 || count + total > count_limit);
+        if (keys > 0 && !stop) {
+            /* Java: long division truncating toward zero, then clamped to [0, Int.MAX] */
+            long long delta = timestamp - begin_timestamp;
+            long long time_diff = begin_timestamp <= 0 || delta < 0 ? 0
+                                  : delta < (INT32_MAX + 1LL) * 1000 ? delta / 1000 : INT32_MAX;
+            long long header[4] = {begin_timestamp, timestamp, begin_phy, phy};
+            for (Py_ssize_t k = 0; k < keys; k++) {
+                hash_slot_count = index_write((unsigned char *)view.buf, view.len, hash_slot_num, count,
+                                              topic_key_hash_range(topic, props, ranges[k][0], ranges[k][1]),
+                                              phy, time_diff, header, hash_slot_count);
+                if (hash_slot_count < 0)
+                    break;
+                count += 1;
+            }
+            end_phy = phy;
+            end_timestamp = timestamp;
+        }
+        Py_DECREF(topic);
+        Py_DECREF(props);
+        if (keys < 0 || hash_slot_count < 0)
+            goto fail;
+        if (stop)
+            break;
+    }
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(nLLLL)", i, count, hash_slot_count, end_phy, end_timestamp);
+fail:
+    PyBuffer_Release(&view);
+    return NULL;
 }
 
 /* ---- a CommitLog record ---- */
@@ -1133,7 +1330,7 @@ static PyObject *properties_to_string(PyObject *module, PyObject *const *args, P
             PyErr_SetString(PyExc_TypeError, "property names and values are str");
             goto done;
         }
-        uint32_t h = java_hash_continue(0, name);
+        uint32_t h = java_hash_range(0, name, 0, PyUnicode_GET_LENGTH(name));
         slots[n].bucket = (h ^ (h >> 16)) & mask;
         slots[n].order = n;
         slots[n].name = name;
@@ -1344,6 +1541,8 @@ done:
 static PyMethodDef native_methods[] = {
     {"topic_key_hash", (PyCFunction)(void (*)(void))topic_key_hash, METH_FASTCALL, topic_key_hash_doc},
     {"index_put", (PyCFunction)(void (*)(void))index_put, METH_FASTCALL, index_put_doc},
+    {"index_build_records", (PyCFunction)(void (*)(void))index_build_records, METH_FASTCALL,
+     index_build_records_doc},
     {"decode_ext_fields", (PyCFunction)(void (*)(void))decode_ext_fields, METH_FASTCALL, decode_ext_fields_doc},
     {"encode_ext_fields", (PyCFunction)(void (*)(void))encode_ext_fields, METH_FASTCALL, encode_ext_fields_doc},
     {"decode_rocketmq_header", (PyCFunction)(void (*)(void))decode_rocketmq_header, METH_FASTCALL,
@@ -1372,6 +1571,12 @@ static int native_exec(PyObject *m)
     }
     if (row_topic_name == NULL && (row_topic_name = PyUnicode_InternFromString("topic_name")) == NULL)
         return -1;
+    static const char *const record_names[5] = {"topic", "commit_log_offset", "store_timestamp", "sys_flag",
+                                                 "properties_string"};
+    for (int k = 0; k < 5; k++) {
+        if (record_attr_names[k] == NULL && (record_attr_names[k] = PyUnicode_InternFromString(record_names[k])) == NULL)
+            return -1;
+    }
     if (struct_error == NULL) {
         PyObject *struct_module = PyImport_ImportModule("struct");
         if (struct_module == NULL)
@@ -1393,6 +1598,9 @@ static int native_exec(PyObject *m)
     if (PyModule_AddIntConstant(m, "INDEX_HEADER_SIZE", INDEX_HEADER_SIZE) < 0
         || PyModule_AddIntConstant(m, "INDEX_SLOT_SIZE", INDEX_SLOT_SIZE) < 0
         || PyModule_AddIntConstant(m, "INDEX_ITEM_SIZE", INDEX_ITEM_SIZE) < 0
+        || PyModule_AddIntConstant(m, "TRANSACTION_MASK", TRANSACTION_MASK) < 0
+        || PyModule_AddIntConstant(m, "TRANSACTION_ROLLBACK_TYPE", TRANSACTION_ROLLBACK_TYPE) < 0
+        || PyModule_AddIntConstant(m, "KEY_SEPARATOR_CHAR", KEY_SEPARATOR_CHAR) < 0
         || PyModule_AddIntConstant(m, "BATCH_ENTRY_HEAD_SIZE", BATCH_ENTRY_HEAD_SIZE) < 0
         || PyModule_AddIntConstant(m, "QUEUE_OFFSET_POSITION", QUEUE_OFFSET_POSITION) < 0
         || PyModule_AddIntConstant(m, "PHYSICAL_OFFSET_POSITION", PHYSICAL_OFFSET_POSITION) < 0

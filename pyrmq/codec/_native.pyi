@@ -1,9 +1,12 @@
 # The C functions of _native.c; pyrmq.codec.native binds them, their Python twins sit next to their formats.
-from pyrmq.codec.message import WriteBuffer
+from pyrmq.codec.message import RecordInfo, WriteBuffer
 
 INDEX_HEADER_SIZE: int
 INDEX_SLOT_SIZE: int
 INDEX_ITEM_SIZE: int
+TRANSACTION_MASK: int
+TRANSACTION_ROLLBACK_TYPE: int
+KEY_SEPARATOR_CHAR: int
 BATCH_ENTRY_HEAD_SIZE: int
 QUEUE_OFFSET_POSITION: int
 PHYSICAL_OFFSET_POSITION: int
@@ -24,6 +27,10 @@ def topic_key_hash(topic: str, key: str, /) -> int: ...
 def index_put(mm: WriteBuffer, hash_slot_num: int, count: int, key_hash: int, phy_offset: int,
               time_diff: int, begin_timestamp: int, end_timestamp: int, begin_phy_offset: int,
               end_phy_offset: int, hash_slot_count: int, /) -> int: ...
+def index_build_records(mm: WriteBuffer, hash_slot_num: int, count_limit: int, records: list[RecordInfo], start: int,
+                        uniq_key_name: str, keys_name: str, count: int, hash_slot_count: int, begin_timestamp: int,
+                        begin_phy_offset: int, end_phy_offset: int, end_timestamp: int,
+                        /) -> tuple[int, int, int, int, int]: ...
 def decode_ext_fields(data: bytes | memoryview, max_fields: int, /) -> dict[str, str]: ...
 def encode_ext_fields(ext: dict[str, str], /) -> bytes: ...
 def decode_rocketmq_header(data: bytes | memoryview, max_fields: int, /) -> tuple[

@@ -29,7 +29,7 @@ from pyrmq.codec.message import MessageConst, MessageSysFlag, RecordInfo, proper
 from pyrmq.store.checkpoint import StoreCheckpoint
 from pyrmq.store.commit_log import CommitLog
 from pyrmq.store.consume_queue_table import ConsumeQueueTable
-from pyrmq.store.index_service import IndexService, index_keys_of
+from pyrmq.store.index_service import IndexService
 from pyrmq.store.model import DispatchError, StoreError
 from pyrmq.codec.system_topics import SCHEDULE_TOPIC
 
@@ -146,19 +146,24 @@ class ConsumeQueueExtDispatcher(ConsumeQueueDispatcher):
 
 
 class IndexDispatcher:
-    """Indexes UNIQ_KEY and KEYS (Apache CommitLogDispatcherBuildIndex)."""
+    """Indexes UNIQ_KEY and KEYS (Apache CommitLogDispatcherBuildIndex), a batch of records at a
+    time (IndexService.add); ``build_pending`` indexes what waits."""
 
     def __init__(self, index: IndexService) -> None:
         self.index = index
 
     def dispatch(self, request: RecordInfo) -> None:
-        uniq_key, keys = index_keys_of(request.properties_string)
-        if uniq_key is not None or keys:
+        if "KEY" in request.properties_string:   # cheap pre-check: both names contain it
             try:
-                self.index.build_index(request.topic, request.commit_log_offset, request.store_timestamp,
-                                       request.sys_flag, uniq_key, keys)
+                self.index.add(request)
             except OSError as e:
                 raise DispatchError(f"cannot create or reserve an index file: {e}", e) from e
+
+    def build_pending(self) -> None:
+        try:
+            self.index.build_pending()
+        except OSError as e:
+            raise DispatchError(f"cannot create or reserve an index file: {e}", e) from e
 
 
 class ReputService:
@@ -304,7 +309,7 @@ class IndexRebuild:
     event loop, so a query meanwhile finds the keys indexed so far and nothing half-written.
     """
 
-    def __init__(self, live: ReputService, dispatcher: CommitLogDispatcher, from_offset: int) -> None:
+    def __init__(self, live: ReputService, dispatcher: IndexDispatcher, from_offset: int) -> None:
         self.live = live
         self.dispatcher = dispatcher
         live.remove_dispatcher(dispatcher)
@@ -329,6 +334,11 @@ class IndexRebuild:
             return True
         live = self.live
         end = self.walk.do_reput(until=live.reput_from_offset, budget=budget)
+        try:   # the slice's keys are in the index before a query can ask for them
+            self.dispatcher.build_pending()
+        except DispatchError as e:
+            self.walk._stall(e)
+            return False
         if end is WalkEnd.INVALID:   # the live replay read the same bytes, so it cannot happen
             log.error("index rebuild gives up at commit log offset %d: the keys of the records from "
                       "there to %d are not indexed", self.walk.reput_from_offset, live.reput_from_offset)

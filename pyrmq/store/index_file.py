@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import functools
 import logging
+from typing import TYPE_CHECKING
 
-from pyrmq.codec.index_codec import INT32_MAX, INVALID_INDEX, index_put, index_put_py
+from pyrmq.codec.index_codec import INVALID_INDEX, index_build_records, index_put, index_put_py, index_time_diff
 from pyrmq.codec.index_codec import index_key_hash as index_key_hash
 from pyrmq.codec.index_codec import topic_key_hash as topic_key_hash
 from pyrmq.codec.store_formats import (
@@ -32,14 +33,16 @@ from pyrmq.codec.store_formats import (
 from pyrmq.store import crash_points
 from pyrmq.store.mapped_file import FixedMapping
 
+if TYPE_CHECKING:
+    from pyrmq.codec.message import RecordInfo
+
 log = logging.getLogger(__name__)
 
 # Item, slot and header are written in one call (C when built). The crash point sits between
 # the item and the slot, so a process that arms it writes through the Python twin.
+_ITEM_CRASH_ARMED = crash_points.armed("index.item_written")
 _index_put = (functools.partial(index_put_py, after_item=functools.partial(crash_points.reach, "index.item_written"))
-              if crash_points.armed("index.item_written") else index_put)
-# a store time this many ms after the file's begin or later has the largest time diff
-_TIME_DIFF_CLAMP_MS = (INT32_MAX + 1) * 1000
+              if _ITEM_CRASH_ARMED else index_put)
 # Items are reserved this far ahead: 52,428 items per fallocate.
 ITEMS_RESERVE_CHUNK = 1024 * 1024
 
@@ -93,9 +96,7 @@ class IndexFile(FixedMapping):
             # by an older broker) is reserved too before any slot is written
             self.reserve(self.reserved, item_end)
         begin = self.begin_timestamp
-        delta = store_timestamp - begin
-        # Java: long division truncating toward zero, then clamped to [0, Int.MAX]
-        time_diff = 0 if begin <= 0 or delta < 0 else delta // 1000 if delta < _TIME_DIFF_CLAMP_MS else INT32_MAX
+        time_diff = index_time_diff(begin, store_timestamp)
         if count <= 1:
             begin_phy_offset, begin_timestamp = phy_offset, store_timestamp
         else:
@@ -109,6 +110,19 @@ class IndexFile(FixedMapping):
         self.end_phy_offset = phy_offset
         self.end_timestamp = store_timestamp
         return True
+
+    def build_records(self, records: list[RecordInfo], start: int, uniq_key_name: str, keys_name: str) -> int:
+        """Index the keys of ``records[start:]`` in one call (``index_build_records``), as far as
+        the items reserved so far reach; returns the first record left to ``put_key`` (the
+        file's first item, a record whose keys need more space, or the file is full), or
+        len(records). With the item crash point armed every record is left to ``put_key``."""
+        if _ITEM_CRASH_ARMED:
+            return start
+        limit = min(self.index_num, (self.reserved - self._items_start) // INDEX_ITEM_SIZE)
+        stop, self.index_count, self.hash_slot_count, self.end_phy_offset, self.end_timestamp = index_build_records(
+            self.mm, self.hash_slot_num, limit, records, start, uniq_key_name, keys_name, self.index_count,
+            self.hash_slot_count, self.begin_timestamp, self.begin_phy_offset, self.end_phy_offset, self.end_timestamp)
+        return stop
 
     def is_time_matched(self, begin: int, end: int) -> bool:
         b, e = self.begin_timestamp, self.end_timestamp

@@ -1,7 +1,11 @@
 """IndexService: the list of IndexFiles under ``<root>/index`` (store.md §5, §8 step 3).
 
-Dispatch calls :meth:`build_index` inline for records that carry KEYS or UNIQ_KEY; when the last
-file is full a new one is created whose begin/end start at the full file's end. The full file is
+Dispatch hands the records that may carry KEYS or UNIQ_KEY to :meth:`add`; they are indexed a
+batch at a time (:meth:`build_pending`, one C call for a run of records), before any query, at
+the latest a second later (the store's tick), and at a clean stop -- as Apache builds the index
+behind the put, in its reput thread. A crash loses nothing by it: the index file being written is
+rebuilt from the commit log at the next start (IndexRebuild). When the last file is full a new
+one is created whose begin/end start at the full file's end. The full file is
 flushed by the next :meth:`flush` (a worker thread, with the consume queues), which then sets the
 checkpoint's ``index_msg_timestamp`` to that file's endTimestamp.
 """
@@ -14,6 +18,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pyrmq.codec.message_props import MessageConst, MessageSysFlag, property_value
 from pyrmq.store.checkpoint import StoreCheckpoint
@@ -22,7 +27,14 @@ from pyrmq.store.index_file import IndexFile, topic_key_hash
 from pyrmq.store.mapped_file_queue import is_all_zero
 from pyrmq.store.model import MessageStoreConfig, StoreError
 
+if TYPE_CHECKING:
+    from pyrmq.codec.message import RecordInfo
+
 log = logging.getLogger(__name__)
+
+# Records whose keys wait for one build call at most: the cost of a record's keys is then mostly
+# C, and what a failing index file holds back stays bounded (the dispatch stalls beyond it).
+INDEX_BATCH = 256
 
 _KEYS = MessageConst.PROPERTY_KEYS + "\x01"
 _UNIQ_KEY = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX + "\x01"
@@ -61,6 +73,9 @@ class IndexService:
         # appended by dispatch (event loop), drained by flush (worker thread): deque ops are atomic
         self._full_unflushed: deque[IndexFile] = deque()
         self._flush_lock = threading.Lock()
+        # records dispatched, keys not indexed yet (event loop only), in commit log order
+        self.pending: list[RecordInfo] = []
+        self.failing = False   # the last build raised: each record is built at once until one completes
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -178,6 +193,45 @@ class IndexService:
             current = self._last_file()
         return current
 
+    def add(self, record: RecordInfo) -> None:
+        """Index ``record``'s keys with the next batch -- at once while the last build failed.
+        Raises OSError when the build was due and a file could not be created or reserved: the
+        record is then not taken (its dispatch stalls and is retried), the ones before it wait."""
+        pending = self.pending
+        if not pending or record.commit_log_offset > pending[-1].commit_log_offset:
+            pending.append(record)   # (not again when a later dispatcher failed on it)
+        if len(pending) >= INDEX_BATCH or self.failing:
+            try:
+                self.build_pending()
+            except OSError:
+                if pending and pending[-1] is record:
+                    pending.pop()
+                raise
+
+    def build_pending(self) -> None:
+        """Index the pending records: runs of them in one call into the last file, each record
+        that call leaves (a file's first item, space to reserve, the next file) through
+        :meth:`build_index`. Raises OSError when a file cannot be created or reserved; the
+        records not indexed stay pending (keys of the record that failed may be indexed twice)."""
+        records = self.pending
+        done = 0
+        self.failing = True   # until the build completes
+        try:
+            while done < len(records):
+                files = self.index_files
+                f = files[-1] if files and not files[-1].is_write_full() else self._last_file()
+                done = f.build_records(records, done, _UNIQ_KEY, _KEYS)
+                if done < len(records):
+                    record = records[done]
+                    uniq_key, keys = index_keys_of(record.properties_string)
+                    if uniq_key is not None or keys:
+                        self.build_index(record.topic, record.commit_log_offset, record.store_timestamp,
+                                         record.sys_flag, uniq_key, keys)
+                    done += 1
+            self.failing = False
+        finally:
+            del records[:done]
+
     def build_index(self, topic: str, phy_offset: int, store_timestamp: int, sys_flag: int,
                     uniq_key: str | None, keys: str | None) -> None:
         """Index UNIQ_KEY and each KEYS token of one record (Java IndexService.buildIndex).
@@ -201,6 +255,10 @@ class IndexService:
     def query_offset(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryOffsetResult:
         """Commit-log offsets indexed under ``topic#key`` within [begin, end], newest file first."""
         result = QueryOffsetResult()
+        try:
+            self.build_pending()
+        except OSError as e:   # the dispatch stalls on it too; the keys indexed so far are found
+            log.warning("indexing the latest records before a query failed: %s", e)
         max_num = min(max_num, self.config.max_msgs_num_batch)
         files = list(self.index_files)   # the clean service may drop the oldest meanwhile
         if not files or max_num <= 0:

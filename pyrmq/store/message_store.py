@@ -289,6 +289,7 @@ class DefaultMessageStore:
         if not self._loaded:
             return
         self._shutdown = True
+        index_whole = True
         try:
             if self.index_rebuild is not None:
                 # a clean stop promises a whole index: the next start does not replay for it
@@ -298,12 +299,21 @@ class DefaultMessageStore:
                     log.error("the index rebuild failed at stop; the keys of the records from commit log "
                               "offset %d on are not indexed", self.index_rebuild.offset)
                     self.index_rebuild = None
+            if self.index_service is not None and self.index_service.pending:
+                try:   # a clean stop promises a whole index
+                    self.index_service.build_pending()
+                except OSError as e:
+                    # the stop is left unclean: the next start rebuilds the index from the commit log
+                    log.error("indexing the last %d records at stop failed (%s); the next start rebuilds the "
+                              "index", len(self.index_service.pending), e)
+                    index_whole = False
             self.flush_commit_log()
             self.flush_consume_queues()
         finally:
             self._close_files()
             try:
-                os.unlink(self.config.abort_path())
+                if index_whole:
+                    os.unlink(self.config.abort_path())
             except FileNotFoundError:
                 pass
             self._lock.release()
@@ -472,8 +482,15 @@ class DefaultMessageStore:
         return PutMessageResult(PutMessageStatus.PUT_OK, result)
 
     def retry_dispatch(self) -> bool:
-        """Retry a stalled dispatch (the broker calls this every second; on the loop, as every
-        dispatch); True when nothing is stalled."""
+        """Retry a stalled dispatch and index the records whose keys wait for their batch (the
+        broker calls this every second; on the loop, as every dispatch); True when nothing is
+        stalled."""
+        index = self.index_service
+        if index is not None and index.pending:
+            try:
+                index.build_pending()
+            except OSError as e:   # the dispatch stalls once a batch is due, and logs it then
+                log.debug("indexing the pending records failed: %s", e)
         return self.reput.failure is None or self.reput.retry()
 
     def append_data(self, phy_offset: int, data: bytes | memoryview) -> bool:

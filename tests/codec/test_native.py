@@ -33,6 +33,7 @@ def test_the_extension_is_built_and_bound():
         assert native.NATIVE
         assert index_codec.topic_key_hash is _native.topic_key_hash
         assert index_codec.index_put is _native.index_put
+        assert index_codec.index_build_records is _native.index_build_records
         assert remoting.decode_ext_fields is _native.decode_ext_fields
         assert remoting.encode_ext_fields is _native.encode_ext_fields
         assert remoting._decode_rocketmq_header is _native.decode_rocketmq_header
@@ -132,6 +133,61 @@ def test_index_put_refuses_an_item_past_the_file_alike():
         with pytest.raises(ValueError, match="past the end"):
             put(image, 4, 3, 17, 0, 0, 0, 0, 0, 0, 0)
         assert image == before   # nothing written
+
+
+_key_text = st.text(st.one_of(_chars, st.just(" ")), max_size=20)
+
+
+@st.composite
+def _index_records(draw):
+    """Records as the index sees them: offsets mostly rising (some behind the file's end), some
+    rolled back, keys in UNIQ_KEY and KEYS (empty tokens, names repeated or inside values)."""
+    records, offset = [], draw(st.integers(0, 50))
+    for _ in range(draw(st.integers(0, 8))):
+        offset += draw(st.integers(-30, 200))
+        pairs = draw(st.lists(st.tuples(st.sampled_from(["UNIQ_KEY", "KEYS", "TAGS", "xKEYS", "UNIQ_KEYS"]),
+                                        _key_text), max_size=4))
+        props = "\x02".join(f"{name}\x01{value}" for name, value in pairs)
+        if draw(st.booleans()):
+            props += "\x02KEYS\x01" + " ".join(f"k{n}" for n in range(draw(st.integers(0, 20))))
+        records.append(message.RecordInfo(100, draw(st.text(_chars, max_size=6)), 0, 0, offset,
+                                          draw(st.sampled_from([0, 0, 0x4, 0x8, 0xC])),
+                                          draw(st.integers(-5, 2**42)), 0, 0, props))
+    return records
+
+
+@needs_native
+@settings(max_examples=400, deadline=None)
+@given(records=_index_records(), slots=st.sampled_from([1, 3, 64]), items=st.integers(2, 40),
+       count=st.integers(0, 30), limit=st.integers(-2, 45), start=st.integers(-1, 9), hsc=st.integers(0, 3),
+       begin_ts=st.sampled_from([0, -1, 1_700_000_000_000]), end_phy=st.integers(0, 300),
+       damaged_slot=st.integers(-5, 2**31 - 1))
+def test_index_build_records_writes_the_twins_bytes(records, slots, items, count, limit, start, hsc, begin_ts,
+                                                    end_phy, damaged_slot):
+    a, b = _index_image(slots, items), _index_image(slots, items)
+    for image in (a, b):   # a slot past the count (or negative) is read as empty alike
+        INDEX_SLOT.pack_into(image, INDEX_HEADER_SIZE, damaged_slot)
+    args = (slots, limit, records, start, "UNIQ_KEY\x01", "KEYS\x01", count, hsc, begin_ts, 5, end_phy, 9)
+    try:
+        got = _native.index_build_records(a, *args)
+    except ValueError as e:   # an item past the end of the image
+        with pytest.raises(ValueError, match=str(e)):
+            index_codec.index_build_records_py(b, *args)
+    else:
+        assert got == index_codec.index_build_records_py(b, *args)
+    assert a == b
+
+
+@needs_native
+def test_index_build_records_refuses_alike():
+    record = message.RecordInfo(100, "T", 0, 0, 10, 0, 1, 0, 0, "KEYS\x01k")
+    for build in (_native.index_build_records, index_codec.index_build_records_py):
+        image = _index_image(4, 8)
+        for records, uniq, keys in (((record,), "UNIQ_KEY\x01", "KEYS\x01"), ([record], "", "KEYS\x01"),
+                                    ([record], "UNIQ_KEY\x01", 5)):
+            with pytest.raises(TypeError):
+                build(image, 4, 8, records, 0, uniq, keys, 2, 0, 0, 0, 0, 0)
+        assert image == _index_image(4, 8)
 
 
 @needs_native

@@ -16,10 +16,11 @@ import pytest
 
 from pyrmq.codec.codes import ResponseCode
 from pyrmq.codec.remoting import RemotingCommand
+from pyrmq.store import index_service
 from tests.robustness.broker_process import BrokerProcess, pull_queue
 
-__all__ = ["BrokerProcess", "broker_process", "fill_file", "is_store_refusal", "pull_queue", "scratch_tmpfs",
-           "tmpfs"]
+__all__ = ["BrokerProcess", "broker_process", "fill_file", "index_batch_of_one", "is_store_refusal", "pull_queue",
+           "scratch_tmpfs", "tmpfs"]
 
 # Small files so that a few megabytes hold several of each (defaults: 1 GiB, 6 MB, 420 MB).
 SMALL_FILES = {"mappedFileSizeCommitLog": 1024 * 1024, "mappedFileSizeConsumeQueue": 20 * 1000,
@@ -40,6 +41,13 @@ def broker_process(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
     yield make
     for broker in made:
         broker.kill()
+
+
+@pytest.fixture
+def index_batch_of_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each record's keys are indexed at its put (a batch of one): the put whose index file cannot
+    be created is then the one refused, so a test can stall the pipeline on an index file."""
+    monkeypatch.setattr(index_service, "INDEX_BATCH", 1)
 
 
 @contextlib.contextmanager

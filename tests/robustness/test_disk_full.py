@@ -26,13 +26,14 @@ from tests.robustness.store_faults import (
     BrokerProcess,
     broker_process,
     fill_file,
+    index_batch_of_one,
     is_store_refusal,
     pull_queue,
     tmpfs,
 )
 from tests.store.store_helpers import make_msg, open_store, small_config
 
-__all__ = ["broker_process"]   # the fixture, imported for pytest
+__all__ = ["broker_process", "index_batch_of_one"]   # the fixtures, imported for pytest
 
 TOPIC = "TopicDiskFull"
 QUEUES = 4
@@ -127,7 +128,7 @@ def queue_bodies(store) -> list[bytes]:
     return [m.body for m in decode_messages(b"".join(r.buffers))] if r.status is GetMessageStatus.FOUND else []
 
 
-def test_a_start_on_a_full_disk_serves_reads_and_dispatches_once_space_is_freed(tmp_path):
+def test_a_start_on_a_full_disk_serves_reads_and_dispatches_once_space_is_freed(tmp_path, index_batch_of_one):
     """The index directory on a one-page tmpfs: the second index file cannot be reserved.  The
     record that needed it is stored but refused; the store stops and starts with it undispatched
     (recovery needs no space), serves what was stored, keeps that record's queue offset, and

@@ -31,12 +31,13 @@ from tests.robustness.store_faults import (
     SMALL_FILES,
     BrokerProcess,
     broker_process,
+    index_batch_of_one,
     is_store_refusal,
     pull_queue,
 )
 from tests.store.store_helpers import make_msg, open_store, small_config
 
-__all__ = ["broker_process"]   # the fixture, imported for pytest
+__all__ = ["broker_process", "index_batch_of_one"]   # the fixtures, imported for pytest
 
 EMFILE_REFUSAL = PutMessageStatus.CREATE_MAPPED_FILE_FAILED
 
@@ -122,7 +123,7 @@ def _stall_on_an_index_file(store) -> int:
     return end
 
 
-def test_a_dispatch_that_failed_is_retried_once_descriptors_are_back(tmp_path):
+def test_a_dispatch_that_failed_is_retried_once_descriptors_are_back(tmp_path, index_batch_of_one):
     store = open_store(store_config(tmp_path, max_index_num=4))
     try:
         _stall_on_an_index_file(store)
@@ -136,8 +137,36 @@ def test_a_dispatch_that_failed_is_retried_once_descriptors_are_back(tmp_path):
         store.shutdown()
 
 
+def test_keys_waiting_for_their_batch_stall_the_pipeline_once_their_index_file_fails(tmp_path):
+    """With the index built a batch at a time, the records whose keys wait are acknowledged; the
+    build that cannot create the next index file (a query, the broker's tick, or a due batch)
+    makes the next put's dispatch stall, as an inline failure did, and nothing is lost."""
+    store = open_store(store_config(tmp_path, max_index_num=4))   # 3 keys per index file
+    try:
+        for n in range(5):
+            assert store.put_message(keyed("TopicT", n)).is_ok()
+            if n == 1:   # the first file is created for the first two; three keys wait for their batch
+                store.retry_dispatch()
+        assert len(store.index_service.pending) == 3
+        with descriptors_exhausted():
+            # the query's build needs the second file: its keys wait, the query finds the first three
+            assert len(store.query_message("TopicT", "TopicT-U2", 32, 0, 2**62).buffers) == 1
+            assert store.index_service.failing and len(store.index_service.pending) == 2
+            stored = store.get_max_phy_offset()
+            assert store.put_message(keyed("TopicT", 5)).status is EMFILE_REFUSAL   # its dispatch stalled
+            assert store.reput.failure is not None and store.get_max_phy_offset() > stored
+            assert store.retry_dispatch() is False
+        assert store.retry_dispatch() is True
+        assert not store.index_service.failing
+        assert bodies(store, "TopicT") == [f"TopicT-{n}".encode() for n in range(6)]
+        for n in range(6):   # every key once, the refused (and stored) record's too
+            assert len(store.query_message("TopicT", f"TopicT-U{n}", 32, 0, 2**62).buffers) == 1
+    finally:
+        store.shutdown()
+
+
 @pytest.mark.parametrize("crash", [False, True])
-def test_restart_dispatches_what_the_consume_queues_lack(tmp_path, crash):
+def test_restart_dispatches_what_the_consume_queues_lack(tmp_path, crash, index_batch_of_one):
     config = store_config(tmp_path, max_index_num=4)
     store = open_store(config)
     _stall_on_an_index_file(store)

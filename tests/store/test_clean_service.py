@@ -189,6 +189,7 @@ def test_consume_queue_and_index_files_follow_and_min_offsets_move(tmp_path, dis
     store = _open(tmp_path, disk, sleeps, max_index_num=16)
     try:
         results = _fill(store, count=80, keys=True)
+        store.retry_dispatch()   # the broker's tick: the keys waiting for their batch are indexed
         cq_dir = os.path.join(store.config.consume_queue_dir(), "TopicTest", "0")
         cq_files_before = sorted(os.listdir(cq_dir))
         index_before = sorted(os.listdir(store.config.index_dir()))

@@ -97,6 +97,7 @@ def test_the_periodic_flush_leaves_the_index_file_being_written(tmp_path, monkey
     store = open_store(small_config(tmp_path))
     try:
         store.put_message(make_msg(props={"UNIQ_KEY": "U0"}))
+        store.index_service.build_pending()
         live = store.index_service.index_files[-1].file_name
         store.flush_consume_queues(2, whole_index=False)
         assert flushed == []

@@ -205,6 +205,7 @@ def test_roll_over_and_checkpoint(tmp_path):
     try:
         results = [s.put_message(make_msg(body=f"b{i}".encode(), props={"UNIQ_KEY": f"U{i}"})).append_result
                    for i in range(7)]
+        s.index_service.build_pending()
         files = s.index_service.index_files
         assert len(files) == 3 and len(index_files(config)) == 3
         assert files[0].index_count == 4 and files[1].index_count == 4 and files[2].index_count == 2
@@ -224,6 +225,93 @@ def test_roll_over_and_checkpoint(tmp_path):
         s.shutdown()
 
 
+def test_a_batch_of_records_writes_the_bytes_of_record_by_record(tmp_path, monkeypatch):
+    """IndexService.build_pending (runs of records in one call) against build_index for each
+    record: the same files, through rolling over to a new file in mid-batch and in mid-record,
+    with empty KEYS tokens, records without keys, rolled-back ones and one of more than 16 keys."""
+    from pyrmq.store import commit_log
+    from pyrmq.store.index_file import IndexFile as IndexFileClass
+
+    images = []
+    for in_one_call in (True, False):
+        clock = iter(range(T0, T0 + 10_000_000, 1_500))
+        monkeypatch.setattr(commit_log, "now_ms", lambda clock=clock: next(clock))
+        if not in_one_call:
+            monkeypatch.setattr(IndexFileClass, "build_records", lambda self, records, start, *names: start)
+        s = open_store(index_config(tmp_path / f"s{in_one_call}", max_index_num=7))  # 6 items per file
+        try:
+            for i in range(12):
+                props = {"UNIQ_KEY": f"U{i}", "KEYS": f" a{i}  b{i} "}
+                if i == 3:
+                    props = {"TAGS": "no keys"}
+                elif i == 5:
+                    props["KEYS"] = " ".join(f"m{n}" for n in range(17))
+                s.put_message(make_msg(body=f"b{i}".encode(), props=props, sys_flag=0xC if i == 7 else 0))
+            s.index_service.build_pending()
+            assert s.index_service.pending == []
+            for i in (0, 4, 11):
+                for key in (f"U{i}", f"a{i}", f"b{i}"):
+                    assert query_bodies(s, "TopicTest", key) == [f"b{i}".encode()]
+            assert query_bodies(s, "TopicTest", "m16") == [b"b5"]
+            assert query_bodies(s, "TopicTest", "U7") == []   # rolled back: not indexed
+            images.append([f.mm[:] for f in s.index_service.index_files])
+        finally:
+            s.shutdown()
+    assert len(images[0]) == 8   # 9 records x 3 keys + 1 + 17 = 45 items, 6 to a file
+    assert images[0] == images[1]
+
+
+def test_pending_keys_are_indexed_by_a_batch_a_query_and_a_clean_stop(tmp_path):
+    from pyrmq.store.index_service import INDEX_BATCH
+
+    config = index_config(tmp_path / "s", max_index_num=4 * INDEX_BATCH)
+    s = open_store(config)
+    try:
+        index = s.index_service
+        for i in range(INDEX_BATCH - 1):
+            s.put_message(make_msg(body=f"b{i}".encode(), props={"KEYS": f"k{i}"}))
+        assert len(index.pending) == INDEX_BATCH - 1 and index.index_files == []
+        s.put_message(make_msg(body=b"last", props={"KEYS": "last"}))   # the batch is due
+        assert index.pending == [] and index.index_files[0].index_count == INDEX_BATCH + 1
+        s.put_message(make_msg(body=b"one", props={"KEYS": "one"}))
+        assert len(index.pending) == 1
+        assert query_bodies(s, "TopicTest", "one") == [b"one"]   # a query indexes what waits first
+        assert index.pending == []
+        s.put_message(make_msg(body=b"two", props={"KEYS": "two"}))
+        assert s.retry_dispatch() and index.pending == []   # the broker's tick, once a second
+        s.put_message(make_msg(body=b"three", props={"KEYS": "three"}))
+    finally:
+        s.shutdown()
+    s = open_store(config)   # a clean stop indexed it: no replay, no rebuild
+    try:
+        assert s.last_exit_ok and s.index_rebuild is None
+        assert query_bodies(s, "TopicTest", "three") == [b"three"]
+    finally:
+        s.shutdown()
+
+
+def test_a_stop_that_cannot_index_the_last_records_is_left_unclean(tmp_path, monkeypatch):
+    """The next start then rebuilds the index from the commit log: no acknowledged key is lost."""
+    from pyrmq.store.index_service import IndexService
+
+    config = index_config(tmp_path / "s")
+    s = open_store(config)
+    s.put_message(make_msg(body=b"kept", props={"KEYS": "kept"}))
+    real_build = IndexService.build_pending
+    monkeypatch.setattr(IndexService, "build_pending", lambda self: (_ for _ in ()).throw(OSError(28, "No space")))
+    s.shutdown()
+    monkeypatch.setattr(IndexService, "build_pending", real_build)
+    assert os.path.exists(config.abort_path())
+    s = open_store(config)
+    try:
+        assert not s.last_exit_ok
+        assert s.index_rebuild is None or s.rebuild_index_step(None)
+        assert query_bodies(s, "TopicTest", "kept") == [b"kept"]
+    finally:
+        s.shutdown()
+    assert not os.path.exists(config.abort_path())
+
+
 def test_skips_offsets_below_end_and_rollback(tmp_path):
     config = index_config(tmp_path / "s")
     s = open_store(config)
@@ -231,6 +319,7 @@ def test_skips_offsets_below_end_and_rollback(tmp_path):
         s.put_message(make_msg(body=b"a", props={"KEYS": "k"}))
         r = s.put_message(make_msg(body=b"b", props={"KEYS": "k"})).append_result
         index = s.index_service
+        index.build_pending()
         count = index.index_files[0].index_count
         index.build_index("TopicTest", 0, T0, 0, None, "k")  # below endPhyOffset: ignored
         index.build_index("TopicTest", r.wrote_offset + 999, T0, 0xC, "U", "k")  # ROLLBACK
@@ -275,9 +364,11 @@ def test_abnormal_recovery_deletes_newer_files_and_rebuilds(tmp_path):
     s = open_store(config)
     for i in range(4):  # file 1 full (3 items), file 2 has one
         s.put_message(make_msg(body=f"b{i}".encode(), props={"UNIQ_KEY": f"U{i}"}))
+    s.index_service.build_pending()
     s.flush_consume_queues()  # checkpoint indexMsgTimestamp := file 1's end
     for i in range(4, 6):
         s.put_message(make_msg(body=f"b{i}".encode(), props={"UNIQ_KEY": f"U{i}"}))
+    s.index_service.build_pending()
     first, second = index_files(config)
     s.shutdown()
     open(config.abort_path(), "w").close()  # the next start sees a crash
