@@ -103,11 +103,16 @@ class StatsItemSet:
         self.items: dict[str, StatsItem] = {}
 
     def add(self, key: str, value: int, times: int = 1) -> None:
+        item = self.item_for(key)
+        item.value += value
+        item.times += times
+
+    def item_for(self, key: str) -> StatsItem:
+        """The item of ``key``, created on its first count."""
         item = self.items.get(key)
         if item is None:
             item = self.items[key] = StatsItem()
-        item.value += value
-        item.times += times
+        return item
 
     def sample_minute(self, now_ms: int) -> None:
         for item in self.items.values():
@@ -139,6 +144,9 @@ class BrokerStatsManager:
         self._group_get_size = self.sets[GROUP_GET_SIZE]
         self._group_get_latency = self.sets[GROUP_GET_LATENCY]
         self._broker_put_nums = self.sets[BROKER_PUT_NUMS]
+        # a send's items, found once: (TOPIC_PUT_NUMS, TOPIC_PUT_SIZE) by topic, BROKER_PUT_NUMS
+        self._topic_put_items: dict[str, tuple[StatsItem, StatsItem]] = {}
+        self._cluster_put_item: StatsItem | None = None
         self._broker_get_nums = self.sets[BROKER_GET_NUMS]
         # BrokerStats: the store's totals at this morning's and yesterday morning's midnight
         self.put_total_today_morning = 0
@@ -151,11 +159,21 @@ class BrokerStatsManager:
     def on_put(self, topic: str, msg_num: int, wrote_bytes: int) -> None:
         """A send stored ``msg_num`` messages (one call, however many a batch held)."""
         self.on_topic_put(topic, msg_num, wrote_bytes)
-        self._broker_put_nums.add(self.cluster_name, msg_num)
+        cluster = self._cluster_put_item
+        if cluster is None:
+            cluster = self._cluster_put_item = self._broker_put_nums.item_for(self.cluster_name)
+        cluster.value += msg_num
+        cluster.times += 1
 
     def on_topic_put(self, topic: str, msg_num: int, wrote_bytes: int) -> None:
-        self._topic_put_nums.add(topic, msg_num)
-        self._topic_put_size.add(topic, wrote_bytes)
+        items = self._topic_put_items.get(topic)
+        if items is None:
+            items = self._topic_put_items[topic] = (self._topic_put_nums.item_for(topic), self._topic_put_size.item_for(topic))
+        nums, size = items
+        nums.value += msg_num
+        nums.times += 1
+        size.value += wrote_bytes
+        size.times += 1
 
     def on_get(self, group: str, topic: str, queue_id: int, msg_count: int, size: int, latency_ms: int) -> None:
         """A pull found ``msg_count`` messages of ``size`` bytes after ``latency_ms`` in the broker."""
@@ -199,6 +217,7 @@ class BrokerStatsManager:
         prefix = topic + TOPIC_GROUP_SEPARATOR
         for name in (TOPIC_PUT_NUMS, TOPIC_PUT_SIZE):
             self.sets[name].items.pop(topic, None)
+        self._topic_put_items.pop(topic, None)
         for name in (GROUP_GET_NUMS, GROUP_GET_SIZE, SNDBCK_PUT_NUMS):
             self.sets[name].drop_keys(lambda key: key.startswith(prefix))
         self._group_get_latency.drop_keys(lambda key: key.partition(TOPIC_GROUP_SEPARATOR)[2].startswith(prefix))

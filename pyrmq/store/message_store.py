@@ -432,8 +432,7 @@ class DefaultMessageStore:
     def _count_put(self, topic: str, result: PutMessageResult, started_ns: int) -> None:
         append = result.append_result
         if result.status is PutMessageStatus.PUT_OK and append is not None:
-            self.stats.on_put(topic, append.msg_num, append.wrote_bytes,
-                              (time.monotonic_ns() - started_ns) // 1_000_000)
+            self.stats.on_put(append.msg_num, append.wrote_bytes, (time.monotonic_ns() - started_ns) // 1_000_000)
         else:
             self.stats.on_put_failed()
 

@@ -50,12 +50,27 @@ def test_stats_item_windows_sum_tps_and_average_per_call():
     assert items.items["T"].in_hour().sum == 0      # never sampled: an empty window
 
 
+def test_a_sends_items_are_counted_and_start_again_after_their_topic_is_forgotten():
+    manager = BrokerStatsManager("C", StoreStats(boot_timestamp_ms=0))
+    manager.on_put("T", 4, 400)   # a batch of 4: one call
+    manager.on_put("T", 1, 100)
+    manager.on_topic_put("T", 1, 50)   # a send-back's store counts the topic only
+    assert (manager.item("TOPIC_PUT_NUMS", "T").value, manager.item("TOPIC_PUT_NUMS", "T").times) == (6, 3)
+    assert (manager.item("TOPIC_PUT_SIZE", "T").value, manager.item("TOPIC_PUT_SIZE", "T").times) == (550, 3)
+    assert (manager.item("BROKER_PUT_NUMS", "C").value, manager.item("BROKER_PUT_NUMS", "C").times) == (5, 2)
+    manager.on_topic_deleted("T")
+    assert manager.item("TOPIC_PUT_NUMS", "T") is None
+    manager.on_put("T", 2, 20)
+    assert (manager.item("TOPIC_PUT_NUMS", "T").value, manager.item("TOPIC_PUT_SIZE", "T").value) == (2, 20)
+    assert manager.item("BROKER_PUT_NUMS", "C").value == 7
+
+
 def test_store_rates_are_empty_until_their_window_is_covered():
     stats = StoreStats(boot_timestamp_ms=0)
     t0 = 1_700_000_000_000
     for second in range(11):
         stats.sample(t0 + second * 1000)
-        stats.on_put("T", 1, 100, 0)
+        stats.on_put(1, 100, 0)
         stats.on_get(2, 0)
         stats.on_get(0, 0)
     info = stats.runtime_info(t0 + 11_000)
@@ -76,7 +91,7 @@ def test_store_rates_are_empty_until_their_window_is_covered():
 def test_put_time_distribution_and_percentiles():
     stats = StoreStats(boot_timestamp_ms=0)
     for elapsed in [0] * 90 + [5] * 9 + [1500]:
-        stats.on_put("T", 1, 10, elapsed)
+        stats.on_put(1, 10, elapsed)
     stats.rotate_put_times()
     assert stats.last_put_times == [90, 9, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0]
     assert stats.put_entire_time_max_ms == 1500
@@ -94,10 +109,10 @@ def test_text_forms_match_java():
 def test_daily_totals_roll_over_at_midnight():
     store = StoreStats(boot_timestamp_ms=0)
     manager = BrokerStatsManager("C", store)
-    store.on_put("T", 3, 30, 0)
+    store.on_put(3, 30, 0)
     store.on_get(2, 0)
     manager.record_morning()
-    store.on_put("T", 1, 10, 0)
+    store.on_put(1, 10, 0)
     manager.record_morning()
     info = manager.runtime_info()
     assert (info["msgPutTotalYesterdayMorning"], info["msgPutTotalTodayMorning"], info["msgPutTotalTodayNow"]) == \
