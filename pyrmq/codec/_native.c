@@ -162,7 +162,7 @@ static long long index_write(unsigned char *base, Py_ssize_t len, long long hash
     return hash_slot_count;
 }
 
-/* The fields index_put and index_put_keys check alike: 0, or -1 with a ValueError. */
+/* The fields index_put and index_build_records check alike: 0, or -1 with a ValueError. */
 static int index_fields_in_range(long long hash_slot_num, long long count, long long time_diff,
                                  long long hash_slot_count)
 {

@@ -26,6 +26,9 @@ _TIME_DIFF_CLAMP_MS = (INT32_MAX + 1) * 1000
 # a record with more keys than this is indexed by IndexService.build_index (index_build_records
 # keeps one record's key positions on the C stack)
 INDEX_KEYS_IN_ONE_GO = 16
+_TRANSACTION_MASK = MessageSysFlag.TRANSACTION_MASK
+_ROLLBACK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
+_KEY_SEPARATOR = MessageConst.KEY_SEPARATOR
 
 
 def index_key_hash(key: str) -> int:
@@ -103,6 +106,15 @@ def index_time_diff(begin_timestamp: int, store_timestamp: int) -> int:
     return delta // 1000 if delta < _TIME_DIFF_CLAMP_MS else INT32_MAX
 
 
+def index_key_list(uniq_key: str | None, keys: str | None) -> list[str]:
+    """The keys a record is indexed under: its UNIQ_KEY, then each non-empty KEYS token (a
+    property parsed from a record is never empty, as in Java)."""
+    key_list = [uniq_key] if uniq_key else []
+    if keys:
+        key_list += [k for k in keys.split(_KEY_SEPARATOR) if k]
+    return key_list
+
+
 def index_build_records_py(mm: WriteBuffer, hash_slot_num: int, count_limit: int, records: list[RecordInfo],
                            start: int, uniq_key_name: str, keys_name: str, count: int, hash_slot_count: int,
                            begin_timestamp: int, begin_phy_offset: int, end_phy_offset: int,
@@ -124,8 +136,7 @@ def index_build_records_py(mm: WriteBuffer, hash_slot_num: int, count_limit: int
         phy, timestamp = record.commit_log_offset, record.store_timestamp
         if phy >= end_phy_offset and record.sys_flag & _TRANSACTION_MASK != _ROLLBACK:
             props = record.properties_string
-            uniq_key, keys = property_value_py(props, uniq_key_name), property_value_py(props, keys_name)
-            key_list = ([uniq_key] if uniq_key else []) + ([k for k in keys.split(_KEY_SEPARATOR) if k] if keys else [])
+            key_list = index_key_list(property_value_py(props, uniq_key_name), property_value_py(props, keys_name))
             if key_list and (len(key_list) > INDEX_KEYS_IN_ONE_GO or count <= 1 or count + len(key_list) > count_limit):
                 break
             time_diff = index_time_diff(begin_timestamp, timestamp)
@@ -140,9 +151,6 @@ def index_build_records_py(mm: WriteBuffer, hash_slot_num: int, count_limit: int
     return i, count, hash_slot_count, end_phy_offset, end_timestamp
 
 
-_TRANSACTION_MASK = MessageSysFlag.TRANSACTION_MASK
-_ROLLBACK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
-_KEY_SEPARATOR = MessageConst.KEY_SEPARATOR
 _INDEX_LAYOUT = {"INDEX_HEADER_SIZE": INDEX_HEADER.size, "INDEX_SLOT_SIZE": INDEX_SLOT.size,
                  "INDEX_ITEM_SIZE": INDEX_ITEM.size}
 topic_key_hash = native_function("topic_key_hash", topic_key_hash_py)

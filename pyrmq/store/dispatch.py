@@ -154,14 +154,15 @@ class IndexDispatcher:
 
     def dispatch(self, request: RecordInfo) -> None:
         if "KEY" in request.properties_string:   # cheap pre-check: both names contain it
-            try:
-                self.index.add(request)
-            except OSError as e:
-                raise DispatchError(f"cannot create or reserve an index file: {e}", e) from e
+            self._index(self.index.add, request)
 
     def build_pending(self) -> None:
+        self._index(self.index.build_pending)
+
+    @staticmethod
+    def _index(call: Callable[..., None], *args: RecordInfo) -> None:
         try:
-            self.index.build_pending()
+            call(*args)
         except OSError as e:
             raise DispatchError(f"cannot create or reserve an index file: {e}", e) from e
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from pyrmq.codec.message_props import MessageConst, MessageSysFlag, property_value
 from pyrmq.store.checkpoint import StoreCheckpoint
 from pyrmq.codec.store_formats import index_file_size
+from pyrmq.codec.index_codec import index_key_list
 from pyrmq.store.index_file import IndexFile, topic_key_hash
 from pyrmq.store.mapped_file_queue import is_all_zero
 from pyrmq.store.model import MessageStoreConfig, StoreError
@@ -38,7 +39,6 @@ INDEX_BATCH = 256
 
 _KEYS = MessageConst.PROPERTY_KEYS + "\x01"
 _UNIQ_KEY = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX + "\x01"
-_KEY_SEPARATOR = MessageConst.KEY_SEPARATOR
 _TRANSACTION_MASK = MessageSysFlag.TRANSACTION_MASK
 _ROLLBACK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
 
@@ -242,13 +242,10 @@ class IndexService:
         f = files[-1] if files and files[-1].index_count < files[-1].index_num else self._last_file()
         if phy_offset < f.end_phy_offset or sys_flag & _TRANSACTION_MASK == _ROLLBACK:
             return
-        # (once per message: each key one put into the last file; _put_key when that one fills up)
-        if uniq_key is not None and not f.put_key(topic_key_hash(topic, uniq_key), phy_offset, store_timestamp):
-            f = self._put_key(f, topic, uniq_key, phy_offset, store_timestamp)
-        if keys:
-            for k in keys.split(_KEY_SEPARATOR):
-                if k and not f.put_key(topic_key_hash(topic, k), phy_offset, store_timestamp):
-                    f = self._put_key(f, topic, k, phy_offset, store_timestamp)
+        # (each key one put into the last file; _put_key when that one fills up)
+        for k in index_key_list(uniq_key, keys):
+            if not f.put_key(topic_key_hash(topic, k), phy_offset, store_timestamp):
+                f = self._put_key(f, topic, k, phy_offset, store_timestamp)
 
     # ------------------------------------------------------------------ query
 

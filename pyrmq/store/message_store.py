@@ -426,10 +426,10 @@ class DefaultMessageStore:
     def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
         started = time.monotonic_ns()
         result = self._put_message(msg)
-        self._count_put(msg.topic, result, started)
+        self._count_put(result, started)
         return result
 
-    def _count_put(self, topic: str, result: PutMessageResult, started_ns: int) -> None:
+    def _count_put(self, result: PutMessageResult, started_ns: int) -> None:
         append = result.append_result
         if result.status is PutMessageStatus.PUT_OK and append is not None:
             self.stats.on_put(append.msg_num, append.wrote_bytes, (time.monotonic_ns() - started_ns) // 1_000_000)
@@ -454,7 +454,7 @@ class DefaultMessageStore:
     def put_messages(self, batch: MessageExtBatch) -> PutMessageResult:
         started = time.monotonic_ns()
         result = self._put_messages(batch)
-        self._count_put(batch.topic, result, started)
+        self._count_put(result, started)
         return result
 
     def _put_messages(self, batch: MessageExtBatch) -> PutMessageResult:
