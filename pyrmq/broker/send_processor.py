@@ -19,6 +19,7 @@ from pyrmq.broker.recall_processor import recall_handle_for
 from pyrmq.broker.schedule_service import redirect_to_schedule
 from pyrmq.broker.transaction_messages import half_message
 from pyrmq.broker.timer_service import (
+    TIMER_KEYS,
     clear_timer_properties,
     is_timer_message,
     transform_timer_message,
@@ -42,6 +43,7 @@ from pyrmq.codec.message import (
     tags_string_to_tags_code,
 )
 from pyrmq.codec.remoting import RemotingCommand
+from pyrmq.codec.send_header import SEND_HEADER_FIELDS, plain_send_fields
 from pyrmq.codec.system_topics import SCHEDULE_TOPIC
 from pyrmq.codec.text import parse_java_int
 from pyrmq.remoting.channel import Channel
@@ -75,6 +77,11 @@ _SLAVE_NOT_AVAILABLE = -1
 # Request versions from V3_4_9 on carry maxReconsumeTimes on send-back.
 V3_4_9 = 121
 DLQ_NUMS_PER_GROUP = 1
+# plain_send_fields' property names: the three it sets, reads and drops, then those of the
+# messages the general path takes (a transaction half, a delay level, a timer message)
+_PLAIN_PROPERTY_NAMES = (MessageConst.PROPERTY_CLUSTER, MessageConst.PROPERTY_WAIT_STORE_MSG_OK,
+                         MessageConst.PROPERTY_TAGS, MessageConst.PROPERTY_TRANSACTION_PREPARED,
+                         MessageConst.PROPERTY_DELAY_TIME_LEVEL, *TIMER_KEYS)
 
 _PUT_STATUS_RESPONSES: dict[PutMessageStatus, tuple[int, str | None]] = {
     PutMessageStatus.PUT_OK: (ResponseCode.SUCCESS, None),
@@ -104,11 +111,13 @@ class _Keys:
     """extFields names of one header flavour: V1 names, or the one-letter V2 names."""
 
     __slots__ = ("producer_group", "topic", "default_topic", "default_topic_queue_nums", "queue_id",
-                 "sys_flag", "born_timestamp", "flag", "properties", "reconsume_times", "unit_mode", "batch")
+                 "sys_flag", "born_timestamp", "flag", "properties", "reconsume_times", "unit_mode", "batch",
+                 "plain")
 
     def __init__(self, names: dict[str, str]) -> None:
         for attr, name in names.items():
             setattr(self, attr, name)
+        self.plain = tuple(names[field] for field in SEND_HEADER_FIELDS)   # plain_send_fields' names
 
 
 _V1_KEYS = _Keys({"producer_group": "producerGroup", "topic": "topic", "default_topic": "defaultTopic",
@@ -199,7 +208,13 @@ class SendMessageProcessor:
     def process(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | Deferred | None:
         header = request.ext_fields or {}
         keys = _V2_KEYS if "b" in header else _V1_KEYS
-        topic, queue_id, sys_flag, born_timestamp, flag = required_send_fields(header, keys)
+        # a plain message's fields in one call (almost every send); None: the general path below
+        plain = plain_send_fields(header, keys.plain, _PLAIN_PROPERTY_NAMES, self.cluster_name)
+        if plain is None:
+            topic, queue_id, sys_flag, born_timestamp, flag = required_send_fields(header, keys)
+        else:
+            topic, queue_id, sys_flag, born_timestamp, flag, properties_string, wait_store, reconsume_times, tags_code = (
+                plain)
         topic_config = self._check(request, header, keys, topic, queue_id)
         if isinstance(topic_config, RemotingCommand):
             return topic_config
@@ -207,6 +222,13 @@ class SendMessageProcessor:
             queue_id = random.randrange(max(1, topic_config.write_queue_nums))
         if topic_config.topic_filter_type == "MULTI_TAG":
             sys_flag |= MessageSysFlag.MULTI_TAGS_FLAG
+        body = request.body if request.body is not None else b""
+        if plain is not None:
+            return self._store(request, channel, MessageExtBrokerInner(
+                topic=topic, queue_id=queue_id, flag=flag, body=bytes(body), properties_string=properties_string,
+                sys_flag=sys_flag, born_timestamp=born_timestamp, born_host=channel.remote_host_port,
+                store_host=self.store_host, reconsume_times=reconsume_times, tags_code=tags_code),
+                topic, queue_id, wait_store, None)
         properties = string_to_properties(header.get(keys.properties))
         properties[MessageConst.PROPERTY_CLUSTER] = self.cluster_name
         wait_value = properties.get(MessageConst.PROPERTY_WAIT_STORE_MSG_OK)
@@ -216,7 +238,6 @@ class SendMessageProcessor:
             reconsume_times = _optional_int(header, keys.reconsume_times, 0)
         except ValueError:
             reconsume_times = 0
-        body = request.body if request.body is not None else b""
         is_batch = header.get(keys.batch, "").lower() == "true"
 
         if is_batch:

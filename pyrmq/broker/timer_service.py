@@ -25,8 +25,8 @@ log = logging.getLogger(__name__)
 # wakes at the next slot boundary so that a due slot is delivered as soon as it has passed.
 _MAX_SLEEP_S = 0.1
 _INT64 = 1 << 64
-_TIMER_KEYS = (MessageConst.PROPERTY_TIMER_DELIVER_MS, MessageConst.PROPERTY_TIMER_DELAY_SEC,
-               MessageConst.PROPERTY_TIMER_DELAY_MS)
+TIMER_KEYS = (MessageConst.PROPERTY_TIMER_DELIVER_MS, MessageConst.PROPERTY_TIMER_DELAY_SEC,
+              MessageConst.PROPERTY_TIMER_DELAY_MS)
 
 
 def wall_clock_ms() -> int:
@@ -58,7 +58,7 @@ def timer_illegal_remark(config: MessageStoreConfig) -> str:
 
 def clear_timer_properties(properties: dict[str, str]) -> None:
     """A message with a delay level ignores the timer properties (Apache removes them)."""
-    for key in _TIMER_KEYS:
+    for key in TIMER_KEYS:
         properties.pop(key, None)
 
 
@@ -66,7 +66,7 @@ def is_timer_message(properties: dict[str, str], topic: str) -> bool:
     """Apache's checkIfTimerMessage for a message without a delay level."""
     if topic == TIMER_TOPIC or MessageConst.PROPERTY_TIMER_OUT_MS in properties:
         return False   # taken in already (a delivered timer message keeps TIMER_OUT_MS)
-    return not properties.keys().isdisjoint(_TIMER_KEYS)
+    return not properties.keys().isdisjoint(TIMER_KEYS)
 
 
 def transform_timer_message(properties: dict[str, str], topic: str, queue_id: int, config: MessageStoreConfig,

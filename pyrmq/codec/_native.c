@@ -1215,6 +1215,34 @@ PyDoc_STRVAR(parse_java_int_doc,
 "The value of ``text`` as Java's parseInt (``bits=32``) or parseLong reads it: an optional sign\n"
 "and 1 to 19 ASCII digits, in the type's range. Raises ValueError for anything else.");
 
+/* ``text`` read as Java's parseInt (bits 32) or parseLong: 1 with *out set, 0 when it is not a
+ * number (an optional sign and 1 to 19 ASCII digits), -1 when it is out of the type's range. */
+static int java_int_value(PyObject *text, int bits, long long *out)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    if (!PyUnicode_IS_ASCII(text) || n == 0)
+        return 0;
+    const char *c = (const char *)PyUnicode_DATA(text);
+    unsigned long long magnitude = 0;
+    int negative = 0;
+    Py_ssize_t i = 0;
+    if (c[0] == '+' || c[0] == '-') {
+        negative = c[0] == '-';
+        i = 1;
+    }
+    if (n - i < 1 || n - i > 19)
+        return 0;
+    for (; i < n; i++) {
+        if (c[i] < '0' || c[i] > '9')
+            return 0;
+        magnitude = magnitude * 10 + (unsigned long long)(c[i] - '0');   /* 19 digits: < 2**64 */
+    }
+    if (magnitude > (bits == 32 ? (unsigned long long)INT32_MAX : (unsigned long long)INT64_MAX) + negative)
+        return -1;
+    *out = negative ? (magnitude == (1ULL << 63) ? INT64_MIN : -(long long)magnitude) : (long long)magnitude;
+    return 1;
+}
+
 static PyObject *parse_java_int(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
@@ -1238,41 +1266,21 @@ static PyObject *parse_java_int(PyObject *module, PyObject *const *args, Py_ssiz
             bits = 32;
     }
     PyObject *text = args[0];
-    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
-    int valid = PyUnicode_IS_ASCII(text) && n > 0;
-    unsigned long long magnitude = 0;
-    int negative = 0;
-    if (valid) {
-        const char *c = (const char *)PyUnicode_DATA(text);
-        Py_ssize_t i = 0;
-        if (c[0] == '+' || c[0] == '-') {
-            negative = c[0] == '-';
-            i = 1;
-        }
-        valid = n - i >= 1 && n - i <= 19;
-        for (; valid && i < n; i++) {
-            if (c[i] < '0' || c[i] > '9')
-                valid = 0;
-            else
-                magnitude = magnitude * 10 + (unsigned long long)(c[i] - '0');   /* 19 digits: < 2**64 */
-        }
-    }
-    PyObject *shown = NULL;
-    if (!valid || magnitude > (bits == 32 ? (unsigned long long)INT32_MAX : (unsigned long long)INT64_MAX) + negative) {
-        if ((shown = PyUnicode_Substring(text, 0, 32)) == NULL)
-            return NULL;
-        if (!valid)
-            PyErr_Format(PyExc_ValueError, "not a number: %R", shown);
-        else if (bits_obj != NULL)   /* the width as the caller wrote it, as the twin shows it */
-            PyErr_Format(PyExc_ValueError, "%R is out of the range of a %S-bit integer", shown, bits_obj);
-        else
-            PyErr_Format(PyExc_ValueError, "%R is out of the range of a 64-bit integer", shown);
-        Py_DECREF(shown);
+    long long value;
+    int found = java_int_value(text, bits, &value);
+    if (found == 1)
+        return PyLong_FromLongLong(value);
+    PyObject *shown = PyUnicode_Substring(text, 0, 32);
+    if (shown == NULL)
         return NULL;
-    }
-    if (negative)
-        return PyLong_FromLongLong(magnitude == (1ULL << 63) ? INT64_MIN : -(long long)magnitude);
-    return PyLong_FromUnsignedLongLong(magnitude);
+    if (found == 0)
+        PyErr_Format(PyExc_ValueError, "not a number: %R", shown);
+    else if (bits_obj != NULL)   /* the width as the caller wrote it, as the twin shows it */
+        PyErr_Format(PyExc_ValueError, "%R is out of the range of a %S-bit integer", shown, bits_obj);
+    else
+        PyErr_Format(PyExc_ValueError, "%R is out of the range of a 64-bit integer", shown);
+    Py_DECREF(shown);
+    return NULL;
 }
 
 #define HASHMAP_INITIAL_BUCKETS 16   /* java.util.HashMap: 16 buckets, doubled past 3/4 in use */
@@ -1369,6 +1377,117 @@ static PyObject *properties_to_string(PyObject *module, PyObject *const *args, P
 done:
     Py_XDECREF(pieces);
     PyMem_Free(slots);
+    return result;
+}
+
+/* ---- a plain send's header ---- */
+
+PyDoc_STRVAR(plain_send_fields_doc,
+"plain_send_fields(header, names, property_names, cluster) -> tuple | None\n\n"
+"A send header's fields in one call, for a plain message: (topic, queueId, sysFlag, bornTimestamp,\n"
+"flag, properties string as stored, wait store, reconsumeTimes, tags code). ``names``: the header's\n"
+"names of SEND_HEADER_FIELDS; ``property_names``: CLUSTER, WAIT, TAGS, then the names that make a\n"
+"message not plain. None when the message is not plain or a field is missing or not a number: the\n"
+"caller's general path then takes it. The twin is send_header.plain_send_fields_py.");
+
+#define SEND_HEADER_FIELD_COUNT 9
+#define PLAIN_PROPERTY_NAMES_MIN 3
+
+/* The str value of ``name`` in ``header``: 1 with *value borrowed (NULL when absent or None), 0
+ * when it is there and not a str, -1 with an exception set. */
+static int header_str(PyObject *header, PyObject *name, PyObject **value)
+{
+    *value = PyDict_GetItemWithError(header, name);
+    if (*value == NULL)
+        return PyErr_Occurred() ? -1 : 1;
+    if (*value == Py_None) {
+        *value = NULL;
+        return 1;
+    }
+    return PyUnicode_Check(*value) ? 1 : 0;
+}
+
+static PyObject *plain_send_fields(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4 || !PyDict_Check(args[0]) || !PyTuple_Check(args[1])
+        || PyTuple_GET_SIZE(args[1]) != SEND_HEADER_FIELD_COUNT || !PyTuple_Check(args[2])
+        || PyTuple_GET_SIZE(args[2]) < PLAIN_PROPERTY_NAMES_MIN || !PyUnicode_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "plain_send_fields(header: dict, names: tuple (9), "
+                        "property_names: tuple (3 or more), cluster: str)");
+        return NULL;
+    }
+    PyObject *header = args[0], *names = args[1], *property_names = args[2];
+    /* producerGroup, topic, queueId, sysFlag, bornTimestamp, flag, properties, reconsumeTimes, batch */
+    PyObject *v[SEND_HEADER_FIELD_COUNT];
+    for (int k = 0; k < SEND_HEADER_FIELD_COUNT; k++) {
+        int rc = header_str(header, PyTuple_GET_ITEM(names, k), &v[k]);
+        if (rc < 0)
+            return NULL;
+        if (rc == 0)
+            Py_RETURN_NONE;
+    }
+    for (int k = 0; k < 6; k++) {   /* the required ones, present and not empty */
+        if (v[k] == NULL || PyUnicode_GET_LENGTH(v[k]) == 0)
+            Py_RETURN_NONE;
+    }
+    long long queue_id, sys_flag, born_timestamp, flag, reconsume_times = 0;
+    if (java_int_value(v[2], 32, &queue_id) != 1 || java_int_value(v[3], 32, &sys_flag) != 1
+        || java_int_value(v[4], 64, &born_timestamp) != 1 || java_int_value(v[5], 32, &flag) != 1)
+        Py_RETURN_NONE;
+    if (v[7] != NULL && PyUnicode_GET_LENGTH(v[7]) > 0 && java_int_value(v[7], 32, &reconsume_times) != 1)
+        reconsume_times = 0;   /* as the general path: a bad count is no count */
+    PyObject *batch = v[8];
+    if (batch != NULL) {   /* "true" in any case is a batch; a non-ASCII value is left to the general path */
+        if (!PyUnicode_IS_ASCII(batch))
+            Py_RETURN_NONE;
+        if (PyUnicode_GET_LENGTH(batch) == 4) {
+            const char *c = (const char *)PyUnicode_DATA(batch);
+            if ((c[0] | 0x20) == 't' && (c[1] | 0x20) == 'r' && (c[2] | 0x20) == 'u' && (c[3] | 0x20) == 'e')
+                Py_RETURN_NONE;
+        }
+    }
+    PyObject *props = string_to_properties(module, v[6] == NULL ? Py_None : v[6]);
+    if (props == NULL)
+        return NULL;
+    PyObject *result = NULL, *properties_string = NULL, *held = NULL;
+    Py_ssize_t count = PyTuple_GET_SIZE(property_names);
+    for (Py_ssize_t k = PLAIN_PROPERTY_NAMES_MIN; k < count; k++) {
+        int there = PyDict_Contains(props, PyTuple_GET_ITEM(property_names, k));
+        if (there < 0)
+            goto done;
+        if (there) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+    }
+    PyObject *cluster_name = PyTuple_GET_ITEM(property_names, 0), *wait_name = PyTuple_GET_ITEM(property_names, 1);
+    if (PyDict_SetItem(props, cluster_name, args[3]) < 0)
+        goto done;
+    Py_ssize_t entries_held = PyDict_GET_SIZE(props);   /* WAIT still in: the map Java sized */
+    PyObject *wait = PyDict_GetItemWithError(props, wait_name);
+    if (wait == NULL && PyErr_Occurred())
+        goto done;
+    /* not stored, as in the Java broker; "false" answers at once */
+    int wait_store = wait == NULL || !PyUnicode_Check(wait) || PyUnicode_CompareWithASCIIString(wait, "false") != 0;
+    if (wait != NULL && PyDict_DelItem(props, wait_name) < 0)
+        goto done;
+    if ((held = PyLong_FromSsize_t(entries_held)) == NULL)
+        goto done;
+    PyObject *to_string_args[2] = {props, held};
+    if ((properties_string = properties_to_string(module, to_string_args, 2)) == NULL)
+        goto done;
+    PyObject *tags = PyDict_GetItemWithError(props, PyTuple_GET_ITEM(property_names, 2));
+    if (tags == NULL && PyErr_Occurred())
+        goto done;
+    long long tags_code = 0;
+    if (tags != NULL && PyUnicode_Check(tags) && PyUnicode_GET_LENGTH(tags) > 0)
+        tags_code = (int32_t)java_hash_range(0, tags, 0, PyUnicode_GET_LENGTH(tags));
+    result = Py_BuildValue("(OLLLLONLL)", v[1], queue_id, sys_flag, born_timestamp, flag, properties_string,
+                           PyBool_FromLong(wait_store), reconsume_times, tags_code);
+done:
+    Py_XDECREF(properties_string);
+    Py_XDECREF(held);
+    Py_DECREF(props);
     return result;
 }
 
@@ -1558,6 +1677,7 @@ static PyMethodDef native_methods[] = {
     {"parse_java_int", (PyCFunction)(void (*)(void))parse_java_int, METH_FASTCALL | METH_KEYWORDS, parse_java_int_doc},
     {"properties_to_string", (PyCFunction)(void (*)(void))properties_to_string, METH_FASTCALL,
      properties_to_string_doc},
+    {"plain_send_fields", (PyCFunction)(void (*)(void))plain_send_fields, METH_FASTCALL, plain_send_fields_doc},
     {"merge_queue_datas", (PyCFunction)(void (*)(void))merge_queue_datas, METH_FASTCALL, merge_queue_datas_doc},
     {NULL, NULL, 0, NULL},
 };
@@ -1615,7 +1735,8 @@ static int native_exec(PyObject *m)
         || PyModule_AddIntConstant(m, "ROCKETMQ_FIXED_SIZE", ROCKETMQ_FIXED_SIZE) < 0
         || PyModule_AddIntConstant(m, "FRAME_PREFIX_SIZE", FRAME_PREFIX_SIZE) < 0
         || PyModule_AddIntConstant(m, "MAX_HEADER_LENGTH", MAX_HEADER_LENGTH) < 0
-        || PyModule_AddIntConstant(m, "ROCKETMQ_SERIALIZE_TYPE", ROCKETMQ_SERIALIZE_TYPE) < 0)
+        || PyModule_AddIntConstant(m, "ROCKETMQ_SERIALIZE_TYPE", ROCKETMQ_SERIALIZE_TYPE) < 0
+        || PyModule_AddIntConstant(m, "SEND_HEADER_FIELD_COUNT", SEND_HEADER_FIELD_COUNT) < 0)
         return -1;
     return 0;
 }

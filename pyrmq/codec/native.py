@@ -2,13 +2,13 @@
 
 Each function of the extension (``_native.c``) has a Python twin next to the format it serves:
 ``index_codec`` (index key hash and item insert), ``remoting`` (a ROCKETMQ header's extFields),
-``message_batch`` (a batch body), ``message_props`` (a properties string). The twin is the
-reference, written from the layouts the codec declares; the C function does the same work in a
-fraction of the interpreter's time (issue 14). :func:`native_function` binds each public name:
-to the C function when the extension is importable and its layout constants match the
-declarations, to the twin otherwise. A machine without a C compiler gets a slower broker, never
-a different store. ``tests/codec/test_native.py`` proves the twins write the same bytes and
-return the same values.
+``message_batch`` (a batch body), ``message_props`` (a properties string), ``send_header`` (a
+plain send's header). The twin is the reference, written from the layouts the codec declares;
+the C function does the same work in a fraction of the interpreter's time (issue 14).
+:func:`native_function` binds each public name: to the C function when the extension is
+importable and its layout constants match the declarations, to the twin otherwise. A machine
+without a C compiler gets a slower broker, never a different store. ``tests/codec/test_native.py``
+proves the twins write the same bytes and return the same values.
 
 ``PYRMQ_NATIVE=0`` in the environment binds the twins even when the extension is there (to
 measure one against the other).

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pyrmq.codec import index_codec, message, message_batch, message_props, native, remoting, text
+from pyrmq.codec import index_codec, message, message_batch, message_props, native, remoting, send_header, text
 from pyrmq.codec.message_batch import BatchEntry, encode_batch
 from pyrmq.codec.message_props import MessageFormatError, java_string_hash
 from pyrmq.codec.store_formats import INDEX_HEADER, INDEX_HEADER_SIZE, INDEX_ITEM, INDEX_ITEM_SIZE, INDEX_SLOT
@@ -46,6 +46,7 @@ def test_the_extension_is_built_and_bound():
         assert message.encode_records is _native.encode_records
         assert text.parse_java_int is _native.parse_java_int
         assert message_props.properties_to_string is _native.properties_to_string
+        assert send_header.plain_send_fields is _native.plain_send_fields
         assert route_info._merge_queue_datas is _native.merge_queue_datas
 
 
@@ -611,3 +612,65 @@ def test_parse_java_int_reads_what_java_reads():
                  lambda: _native.parse_java_int("1", width=32), lambda: _native.parse_java_int("1", bits="32")):
         with pytest.raises(TypeError):
             call()
+
+
+# ---- a plain send's header
+
+_V2_NAMES = ("a", "b", "e", "f", "g", "h", "i", "j", "m")
+_PROPERTY_NAMES = ("CLUSTER", "WAIT", "TAGS", "TRAN_MSG", "DELAY", "TIMER_DELIVER_MS")
+_send_numbers = st.one_of(st.integers(-2**31, 2**31 - 1).map(str), _NUMBERS)
+_send_property_names = st.sampled_from(["KEYS", "UNIQ_KEY", "TAGS", "WAIT", "CLUSTER", "TRAN_MSG", "DELAY",
+                                        "TIMER_DELIVER_MS", "TIMER_OUT_MS", "a", "\u00e9"])
+_send_property_values = st.one_of(st.sampled_from(["true", "false", "TagA", "", "FALSE"]), st.text(_chars, max_size=8))
+
+
+@st.composite
+def _send_headers(draw):
+    """A send header as the Java client sends it, with any field missing, empty, not a number,
+    not a str, or of another flavour."""
+    props = draw(st.dictionaries(_send_property_names, _send_property_values, max_size=6))
+    header = {"a": draw(st.sampled_from(["pg", "", "\u00e9"])), "b": draw(st.sampled_from(["T", "", "%RETRY%g"])),
+              "c": "TBW102", "d": "4", "e": draw(_send_numbers), "f": draw(_send_numbers), "g": draw(_send_numbers),
+              "h": draw(_send_numbers), "i": draw(st.one_of(st.just(message_props.properties_to_string_py(props)),
+                                                            st.text(_props_chars, max_size=30))),
+              "j": draw(st.one_of(_send_numbers, st.just(""))),
+              "m": draw(st.sampled_from(["false", "true", "TRUE", "True", "", "tru\u00e9", "yes"]))}
+    for name in draw(st.lists(st.sampled_from(sorted(header)), max_size=3)):
+        if draw(st.booleans()):
+            header.pop(name, None)
+        else:
+            header[name] = draw(st.sampled_from([None, 7, b"x"]))
+    return header
+
+
+@needs_native
+@settings(max_examples=2000, deadline=None)
+@given(header=_send_headers(), cluster=st.sampled_from(["DefaultCluster", "", "\U0001f600"]))
+def test_plain_send_fields_matches_the_twin(header, cluster):
+    expected = send_header.plain_send_fields_py(header, _V2_NAMES, _PROPERTY_NAMES, cluster)
+    assert _native.plain_send_fields(header, _V2_NAMES, _PROPERTY_NAMES, cluster) == expected
+    if expected is not None:
+        assert type(expected[6]) is bool
+
+
+@needs_native
+def test_plain_send_fields_reads_what_the_java_client_sends():
+    props = {"KEYS": "k1", "UNIQ_KEY": "7F0000011F9C18B4AAC2", "WAIT": "true", "TAGS": "TagA"}
+    header = {"a": "pg", "b": "T", "c": "TBW102", "d": "4", "e": "3", "f": "0", "g": "1700000000000", "h": "0",
+              "i": message_props.properties_to_string_py(props), "j": "0", "k": "false", "m": "false"}
+    stored = message_props.properties_to_string_py({**props, "CLUSTER": "C"})   # sized with WAIT in
+    stored = stored.replace("WAIT\x01true\x02", "").replace("\x02WAIT\x01true", "")
+    expected = ("T", 3, 0, 1700000000000, 0, stored, True, 0, java_string_hash("TagA"))
+    for plain in (_native.plain_send_fields, send_header.plain_send_fields_py):
+        assert plain(header, _V2_NAMES, _PROPERTY_NAMES, "C") == expected
+        # a batch, a half, a delayed or timer message, a missing or bad field: the general path's
+        for changed in ({"m": "TRUE"}, {"i": header["i"] + "\x02TRAN_MSG\x01true"}, {"i": "DELAY\x013"},
+                        {"i": "TIMER_DELIVER_MS\x011"}, {"e": "x"}, {"g": "9223372036854775808"}, {"a": ""},
+                        {"h": None}):
+            assert plain({**header, **changed}, _V2_NAMES, _PROPERTY_NAMES, "C") is None
+        assert plain({**header, "j": "x"}, _V2_NAMES, _PROPERTY_NAMES, "C")[7] == 0
+        assert plain({**header, "i": "WAIT\x01false"}, _V2_NAMES, _PROPERTY_NAMES, "C")[5:7] == ("CLUSTER\x01C", False)
+    for args in ((header, _V2_NAMES[:8], _PROPERTY_NAMES, "C"), (header, _V2_NAMES, _PROPERTY_NAMES[:2], "C"),
+                 (list(header), _V2_NAMES, _PROPERTY_NAMES, "C"), (header, _V2_NAMES, _PROPERTY_NAMES, None)):
+        with pytest.raises(TypeError):
+            _native.plain_send_fields(*args)
