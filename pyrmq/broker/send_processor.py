@@ -389,16 +389,13 @@ class SendMessageProcessor:
                  wait_store: bool, topic_unwritten: bool = False,
                  more_ext: dict[str, str] | None = None,
                  channel: Channel | None = None) -> RemotingCommand | Deferred | None:
-        known = _PUT_STATUS_RESPONSES.get(result.status)
-        code, remark = known if known is not None else (ResponseCode.SYSTEM_ERROR, str(result.status))
-        if result.status is PutMessageStatus.SERVICE_NOT_AVAILABLE:
-            # as Apache's diskUtil(): the last readings of the clean service, no statvfs here
-            remark = remark.format(disk=self.store.clean_service.disk_ratios.describe())
-        if result.append_result is None or code not in (ResponseCode.SUCCESS,):
-            return request.response(code, remark)
         append = result.append_result
+        if result.status is not PutMessageStatus.PUT_OK or append is None:
+            return self._refusal(request, result.status)
         ext = {"msgId": append.msg_id, "queueId": str(queue_id), "queueOffset": str(append.logics_offset),
-               **self._response_fields, **(more_ext or {})}
+               **self._response_fields}
+        if more_ext is not None:
+            ext.update(more_ext)
         # under the topic stored to (a delayed message's SCHEDULE_TOPIC_XXXX), as Apache counts it
         self.stats.on_put(topic, append.msg_num, append.wrote_bytes)
         next_offset = append.wrote_offset + append.wrote_bytes
@@ -424,6 +421,15 @@ class SendMessageProcessor:
         # its reader.
         return self._answer_when_durable(request, ext, next_offset if sync else None, replica_offset,
                                          topic_unwritten)
+
+    def _refusal(self, request: RemotingCommand, status: PutMessageStatus) -> RemotingCommand:
+        """The answer to a put the store did not take: its code and remark (Apache's)."""
+        known = _PUT_STATUS_RESPONSES.get(status)
+        code, remark = known if known is not None else (ResponseCode.SYSTEM_ERROR, str(status))
+        if status is PutMessageStatus.SERVICE_NOT_AVAILABLE and remark is not None:
+            # as Apache's diskUtil(): the last readings of the clean service, no statvfs here
+            remark = remark.format(disk=self.store.clean_service.disk_ratios.describe())
+        return request.response(code, remark)
 
     async def _answer_when_durable(self, request: RemotingCommand, ext: dict[str, str], flush_offset: int | None,
                                    replica_offset: int | None, topic_unwritten: bool) -> RemotingCommand:

@@ -89,9 +89,8 @@ class CommitLog:
             config.max_message_size + RECORD_OVERHEAD_ALLOWANCE,
             config.mapped_file_size_commit_log - END_FILE_MIN_BLANK_LENGTH,
         )
-        # the address bytes of the store host and of the clients' hosts, by their text
-        self._ip_cache: dict[str, bytes] = {}
-        self._msg_id_prefixes: dict[tuple[bytes, int], str] = {}
+        # (born ip, store ip, msgId prefix) by (born host, store host): _host_fields
+        self._host_cache: dict[tuple[str, tuple[str, int]], tuple[bytes, bytes, str]] = {}
         self._released_until = 0   # commit log offset below which pages were released
 
     # ------------------------------------------------------------------ state
@@ -177,23 +176,19 @@ class CommitLog:
 
     # ------------------------------------------------------------------ appends
 
-    def _ip_bytes(self, host: str) -> bytes:
-        ip = self._ip_cache.get(host)
-        if ip is None:
-            if len(self._ip_cache) >= MAX_CACHED_HOSTS:
-                self._ip_cache.clear()
-            ip = self._ip_cache[host] = host_to_bytes(host)
-        return ip
-
-    def _msg_id_prefix(self, store_ip: bytes, store_port: int) -> str:
-        """The store host's part of its records' offset msgIds (the offset's 16 digits follow)."""
-        key = (store_ip, store_port)
-        prefix = self._msg_id_prefixes.get(key)
-        if prefix is None:
-            if len(self._msg_id_prefixes) >= MAX_CACHED_HOSTS:
-                self._msg_id_prefixes.clear()
-            prefix = self._msg_id_prefixes[key] = offset_msg_id_prefix(store_ip, store_port)
-        return prefix
+    def _host_fields(self, born_host: str, store_host: tuple[str, int]) -> tuple[bytes, bytes, str]:
+        """(born ip, store ip, the store host's part of its records' offset msgIds -- the offset's
+        16 digits follow) of a message from ``born_host`` stored by ``store_host``; found once per
+        pair of hosts (there are as many as connections)."""
+        key = (born_host, store_host)
+        fields = self._host_cache.get(key)
+        if fields is None:
+            store_ip = host_to_bytes(store_host[0])
+            if len(self._host_cache) >= MAX_CACHED_HOSTS:
+                self._host_cache.clear()
+            fields = self._host_cache[key] = (host_to_bytes(born_host), store_ip,
+                                              offset_msg_id_prefix(store_ip, store_host[1]))
+        return fields
 
     def _writable_file(self, size: int) -> MappedFile:
         """The file to write ``size`` bytes to, after closing the current one with a blank
@@ -222,14 +217,13 @@ class CommitLog:
         blank record that closes a file."""
         return min(mf.reserved, mf.file_size - END_FILE_MIN_BLANK_LENGTH)
 
-    def _hosts(self, msg: MessageExtBrokerInner | MessageExtBatch) -> tuple[bytes, bytes, int]:
-        """(born ip, store ip, sysFlag with its host bits) of a message."""
+    def _hosts(self, msg: MessageExtBrokerInner | MessageExtBatch) -> tuple[bytes, bytes, int, str]:
+        """(born ip, store ip, sysFlag with its host bits, offset msgId prefix) of a message."""
         try:
-            born_ip = self._ip_bytes(msg.born_host[0])
-            store_ip = self._ip_bytes(msg.store_host[0])
-        except (OSError, ValueError) as e:
+            born_ip, store_ip, msg_id_prefix = self._host_fields(msg.born_host[0], msg.store_host)
+        except (OSError, ValueError, struct.error) as e:   # struct.error: a port out of range
             raise AppendError(PutMessageStatus.MESSAGE_ILLEGAL, str(e)) from e
-        return born_ip, store_ip, with_host_flags(msg.sys_flag, born_ip, store_ip)
+        return born_ip, store_ip, with_host_flags(msg.sys_flag, born_ip, store_ip), msg_id_prefix
 
     def append_message(self, msg: MessageExtBrokerInner) -> tuple[AppendMessageResult, RecordInfo]:
         """Append one record; returns the result and the record's dispatch request.
@@ -237,7 +231,7 @@ class CommitLog:
         The record is encoded straight into the file (one C call when built): into the current
         file when it fits there, else -- its size known from that attempt -- into the file
         ``_writable_file`` makes room in. Nothing is written for a record that is refused."""
-        born_ip, store_ip, sys_flag = self._hosts(msg)
+        born_ip, store_ip, sys_flag, msg_id_prefix = self._hosts(msg)
         key = f"{msg.topic}-{msg.queue_id}"
         table = self.topic_queue_table
         counts = sys_flag & _TRANSACTION_MASK not in _NO_QUEUE_OFFSET_TYPES
@@ -272,7 +266,7 @@ class CommitLog:
             table[key] = queue_offset + 1
         result = AppendMessageResult(
             wrote_offset=wrote_offset, wrote_bytes=size,
-            msg_id=f"{self._msg_id_prefix(store_ip, msg.store_host[1])}{wrote_offset:016X}",
+            msg_id=f"{msg_id_prefix}{wrote_offset:016X}",
             store_timestamp=store_timestamp, logics_offset=queue_offset,
         )
         dispatch = RecordInfo(size, msg.topic, msg.queue_id, queue_offset, wrote_offset, sys_flag,
@@ -290,7 +284,7 @@ class CommitLog:
             raise AppendError(PutMessageStatus.MESSAGE_ILLEGAL, f"bad batch body: {e}") from e
         if not entries:
             raise AppendError(PutMessageStatus.MESSAGE_ILLEGAL, "empty batch")
-        born_ip, store_ip, sys_flag = self._hosts(batch)
+        born_ip, store_ip, sys_flag, prefix = self._hosts(batch)
         batch_props = batch.properties_string
         # each entry's properties end with the batch's (separated unless empty or ending with one)
         properties = [props + PROPERTY_SEPARATOR + batch_props if props and not props.endswith(PROPERTY_SEPARATOR)
@@ -319,7 +313,6 @@ class CommitLog:
             raise AppendError(PutMessageStatus.MESSAGE_ILLEGAL, str(e)) from e
 
         begin = offset = mf.file_from_offset + mf.wrote_position
-        prefix = self._msg_id_prefix(store_ip, batch.store_host[1])
         dispatches = []
         msg_ids = []
         for i, (size, props, (_, _, entry_props)) in enumerate(zip(sizes, properties, entries)):

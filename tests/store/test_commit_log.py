@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import socket
 import struct
 import threading
 import zlib
+from dataclasses import replace
 
 from pyrmq.codec.message import (
     BLANK_MAGIC_CODE,
@@ -264,3 +266,29 @@ def test_flushed_pages_far_behind_leave_the_mapping_not_the_file(tmp_path):
     with open(path, "rb") as f:   # on disk too
         f.seek(results[5].wrote_offset)
         assert decode_message(f.read(results[5].wrote_bytes))[0].body == body
+
+
+
+def test_hosts_give_their_flags_msg_ids_and_refusals(store, monkeypatch):
+    from pyrmq.store import commit_log
+
+    v6 = store.put_message(replace(make_msg(), born_host=("::1", 40000), store_host=("fe80::2", 10911)))
+    assert v6.is_ok()
+    [record] = decode_messages(bytes(store.commit_log.get_data(v6.append_result.wrote_offset,
+                                                               v6.append_result.wrote_bytes)))
+    v6_flags = MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
+    assert record.sys_flag & v6_flags == v6_flags
+    assert v6.append_result.msg_id == create_offset_msg_id(socket.inet_pton(socket.AF_INET6, "fe80::2"), 10911,
+                                                           v6.append_result.wrote_offset)
+    end = store.commit_log.max_offset
+    for bad in (replace(make_msg(), born_host=("not-an-ip", 1)), replace(make_msg(), store_host=("10.0.0.1", 2**31))):
+        assert store.put_message(bad).status is PutMessageStatus.MESSAGE_ILLEGAL
+    assert store.commit_log.max_offset == end   # nothing written for them
+    # the hosts' fields are found once per pair of hosts, and kept for at most MAX_CACHED_HOSTS pairs
+    cache = store.commit_log._host_cache
+    for n in range(3):
+        assert store.put_message(replace(make_msg(), born_host=(f"192.168.1.{n}", 50000))).is_ok()
+    assert ("192.168.1.2", STORE_HOST) in cache
+    monkeypatch.setattr(commit_log, "MAX_CACHED_HOSTS", len(cache))
+    assert store.put_message(replace(make_msg(), born_host=("192.168.2.1", 1))).is_ok()
+    assert list(cache) == [("192.168.2.1", STORE_HOST)]
