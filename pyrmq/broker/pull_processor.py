@@ -14,6 +14,7 @@ from __future__ import annotations
 import heapq
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -290,6 +291,15 @@ class PullRequestHoldService:
                 self._answer_all(ready)
             except Exception:   # a consumer's answer must never fail the put that dispatched the record
                 log.exception("answering %d woken pulls of %s-%d failed", len(ready), *key)
+
+    def dispatch_many(self, requests: Sequence[RecordInfo]) -> None:
+        """A batch's records: nothing per record when nobody waits, else each record whose queue
+        has held pulls, as :meth:`dispatch`."""
+        held = self._held
+        if held:
+            for request in requests:
+                if (request.topic, request.queue_id) in held:
+                    self.dispatch(request)
 
     async def run(self) -> None:
         """Answer the held pulls that expire; forget those of closed connections."""

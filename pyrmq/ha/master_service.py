@@ -15,6 +15,7 @@ with one log line; the service and every other connection go on.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Final
 
 import trio
@@ -90,6 +91,9 @@ class HAService:
             self._writers_waiting = False
             self._new_data.set()
             self._new_data = trio.Event()
+
+    def dispatch_many(self, requests: Sequence[RecordInfo]) -> None:
+        self.dispatch(requests[-1])   # a batch's records wake the writers once
 
     # --- serving ---------------------------------------------------------------------------------
 

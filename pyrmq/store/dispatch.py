@@ -156,11 +156,16 @@ class IndexDispatcher:
         if "KEY" in request.properties_string:   # cheap pre-check: both names contain it
             self._index(self.index.add, request)
 
+    def dispatch_many(self, requests: Sequence[RecordInfo]) -> None:
+        keyed = [request for request in requests if "KEY" in request.properties_string]
+        if keyed:
+            self._index(self.index.add_many, keyed)
+
     def build_pending(self) -> None:
         self._index(self.index.build_pending)
 
     @staticmethod
-    def _index(call: Callable[..., None], *args: RecordInfo) -> None:
+    def _index(call: Callable[..., None], *args: RecordInfo | Sequence[RecordInfo]) -> None:
         try:
             call(*args)
         except OSError as e:

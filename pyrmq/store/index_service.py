@@ -17,6 +17,7 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -201,12 +202,29 @@ class IndexService:
         if not pending or record.commit_log_offset > pending[-1].commit_log_offset:
             pending.append(record)   # (not again when a later dispatcher failed on it)
         if len(pending) >= INDEX_BATCH or self.failing:
-            try:
-                self.build_pending()
-            except OSError:
+            self._build_taking_back((record,))
+
+    def add_many(self, records: Sequence[RecordInfo]) -> None:
+        """:meth:`add` for records in commit log order (a batch's): none is taken when it raises."""
+        pending = self.pending
+        if pending:
+            last = pending[-1].commit_log_offset
+            records = [record for record in records if record.commit_log_offset > last]
+        pending.extend(records)
+        if len(pending) >= INDEX_BATCH or self.failing:
+            self._build_taking_back(records)
+
+    def _build_taking_back(self, added: Sequence[RecordInfo]) -> None:
+        """Build what is pending; when that raises, the ``added`` records still pending are
+        taken back out, so that the dispatch that brought them fails for them."""
+        try:
+            self.build_pending()
+        except OSError:
+            pending = self.pending
+            for record in reversed(added):
                 if pending and pending[-1] is record:
                     pending.pop()
-                raise
+            raise
 
     def build_pending(self) -> None:
         """Index the pending records: runs of them in one call into the last file, each record

@@ -19,20 +19,26 @@ async def wait_held(cluster, count=1):
         await trio.sleep(0.005)
 
 
+async def held_tag_pull(cluster, nursery, topic, results):
+    """A TagA message at offset 0 of ``topic``'s queue 0, then a TagA pull from offset 1 held in
+    ``nursery`` (its answer and messages go to ``results``)."""
+    addr = cluster.broker_addr
+    await send(cluster.client, addr, topic, b"first", tags="TagA")
+
+    async def waiting_pull():
+        results.append(await pull(cluster.client, addr, topic, 0, 1, subscription="TagA",
+                                  sys_flag=SUSPEND | SUBSCRIPTION, suspend_ms=60_000))
+    nursery.start_soon(waiting_pull)
+    await wait_held(cluster)
+
+
 async def test_a_held_tag_pull_is_not_woken_by_other_tags(cluster):
     hold = cluster.broker.pull_processor.hold_service
     addr = cluster.broker_addr
     with trio.fail_after(60):
-        await send(cluster.client, addr, "TopicTags", b"first", tags="TagA")
         results = []
-
-        async def waiting_pull():
-            results.append(await pull(cluster.client, addr, "TopicTags", 0, 1, subscription="TagA",
-                                      sys_flag=SUSPEND | SUBSCRIPTION, suspend_ms=60_000))
-
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(waiting_pull)
-            await wait_held(cluster)
+            await held_tag_pull(cluster, nursery, "TopicTags", results)
             # 10,000 messages of another tag, 100 batches of 100
             entries = [BatchEntry(flag=0, body=b"other", properties="TAGS\x01TagB") for _ in range(100)]
             for _ in range(100):
@@ -54,6 +60,23 @@ async def test_a_held_tag_pull_is_not_woken_by_other_tags(cluster):
             assert resp.code in (0, 20)
             offset = int(resp.ext_fields["nextBeginOffset"])
         assert [(m.body, m.queue_offset) for m in delivered] == [(b"mine", 10_001)]
+
+
+async def test_a_held_tag_pull_is_woken_by_the_one_matching_entry_of_a_batch(cluster):
+    # the hold service is handed the batch's records at once (dispatch_many)
+    entries = [BatchEntry(flag=0, body=f"e{i}".encode(), properties=f"TAGS\x01{'TagA' if i == 6 else 'TagB'}")
+               for i in range(10)]
+    results = []
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            await held_tag_pull(cluster, nursery, "TopicBatchWake", results)
+            resp = await send(cluster.client, cluster.broker_addr, "TopicBatchWake", encode_batch(entries),
+                              code=RequestCode.SEND_BATCH_MESSAGE, batch=True)
+            assert resp.code == 0
+        [(resp, messages)] = results
+    hold = cluster.broker.pull_processor.hold_service
+    assert hold.wakeups == 1 and hold.statistics()["held"] == 0
+    assert (resp.code, [(m.body, m.queue_offset) for m in messages]) == (0, [(b"e6", 7)])
 
 
 async def test_a_failure_answering_a_held_pull_leaves_the_broker_serving(cluster, monkeypatch):

@@ -11,9 +11,9 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from store_helpers import make_msg, open_store, small_config
+from store_helpers import make_batch, make_msg, open_store, small_config
 
-from pyrmq.codec.message import decode_message, decode_messages
+from pyrmq.codec.message import BatchEntry, decode_message, decode_messages, encode_batch
 from pyrmq.codec.message_props import java_string_hash
 from pyrmq.store.index_file import ITEMS_RESERVE_CHUNK, IndexFile, index_key_hash, topic_key_hash
 from pyrmq.store.index_service import index_keys_of
@@ -286,6 +286,37 @@ def test_pending_keys_are_indexed_by_a_batch_a_query_and_a_clean_stop(tmp_path):
     try:
         assert s.last_exit_ok and s.index_rebuild is None
         assert query_bodies(s, "TopicTest", "three") == [b"three"]
+    finally:
+        s.shutdown()
+
+
+
+def test_a_batch_sends_records_wait_together_and_a_failed_build_takes_them_back(tmp_path, monkeypatch):
+    from pyrmq.store.index_service import INDEX_BATCH, IndexService
+
+    def batch(first):
+        entries = [BatchEntry(0, f"b{i}".encode(), f"KEYS\x01k{i}") for i in range(first, first + 10)]
+        assert s.put_messages(make_batch(encode_batch(entries))).is_ok()
+
+    s = open_store(index_config(tmp_path / "s", max_index_num=4 * INDEX_BATCH))
+    try:
+        index = s.index_service
+        batch(0)
+        batch(10)
+        assert [r.queue_offset for r in index.pending] == list(range(20)) and index.index_files == []
+        index.add_many(index.pending[12:])   # dispatched again (a later dispatcher failed): not twice
+        later = index.pending[10:]
+        del index.pending[10:]
+        real_build = IndexService.build_pending
+        monkeypatch.setattr(IndexService, "build_pending", lambda self: (_ for _ in ()).throw(OSError(24, "EMFILE")))
+        index.failing = True   # the build is due at once
+        with pytest.raises(OSError):
+            index.add_many(later)
+        assert [r.queue_offset for r in index.pending] == list(range(10))   # the batch was taken back
+        monkeypatch.setattr(IndexService, "build_pending", real_build)
+        index.add_many(later)   # its dispatch retried
+        assert index.pending == [] and index.index_files[0].index_count == 21
+        assert [query_bodies(s, "TopicTest", f"k{i}") for i in (0, 13, 19)] == [[b"b0"], [b"b13"], [b"b19"]]
     finally:
         s.shutdown()
 
