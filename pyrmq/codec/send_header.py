@@ -39,9 +39,9 @@ def plain_send_fields_py(header: dict[str, str], names: tuple[str, ...], propert
     ``property_names``: the CLUSTER, WAIT and TAGS property names, then the names whose presence
     makes a message not plain. None as well when a required field (every one but properties,
     reconsumeTimes and batch) is missing, empty or not a number of its Java type, or when a field
-    is not a str (None counts as missing). As the Java broker, the stored properties gain CLUSTER = ``cluster`` and lose
-    WAIT (``wait store``: WAIT is not "false"), in the order of the map that held WAIT; a
-    reconsumeTimes that is not a number counts as 0."""
+    is not a str (None counts as missing). As in the Java broker, the stored properties gain
+    CLUSTER = ``cluster`` and lose WAIT (``wait store``: WAIT is not "false"), in the order of the
+    map that held WAIT; a reconsumeTimes that is not a number counts as 0."""
     values = [header.get(name) for name in names]
     if any(value is not None and not isinstance(value, str) for value in values):
         return None

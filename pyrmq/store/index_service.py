@@ -205,7 +205,8 @@ class IndexService:
             self._build_taking_back((record,))
 
     def add_many(self, records: Sequence[RecordInfo]) -> None:
-        """:meth:`add` for records in commit log order (a batch's): none is taken when it raises."""
+        """:meth:`add` for records in commit log order (a batch's): none is taken when it raises.
+        (``add`` stays its own loop-free copy: it runs once per single send.)"""
         pending = self.pending
         if pending:
             last = pending[-1].commit_log_offset
