@@ -56,7 +56,7 @@ def java_like_frames(topics: list[str], queues: int, size: int, batch: int,
     for n, (queue_id, topic) in enumerate((q, t) for q in range(queues) for t in topics):
         props = {"KEYS": f"key-{n}", "UNIQ_KEY": f"7F00000100{queue_id:02X}18B4AAC2" + "0" * 12,
                  "WAIT": "true", "TAGS": "TagA"}
-        header = {"a": "send_cpu_pg", "b": topic, "c": "TBW102", "d": "4", "e": str(queue_id), "f": "0",
+        header = {"a": "send_cpu_pg", "b": topic, "c": "TBW102", "d": str(queues), "e": str(queue_id), "f": "0",
                   "g": str(int(time.time() * 1000)), "h": "0", "i": properties_to_string(props), "j": "0",
                   "k": "false", "m": "false"}
         payload = body

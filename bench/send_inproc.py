@@ -34,8 +34,6 @@ from pyrmq.broker.config import build_config  # noqa: E402
 from pyrmq.broker.controller import BrokerController  # noqa: E402
 from pyrmq.codec.remoting import FrameDecoder, RemotingCommand, encode_command_buffers  # noqa: E402
 
-QUEUES = 4   # the auto-created topic's queues (defaultTopicQueueNums)
-
 
 class _Producer:
     """What the processor reads of the channel a send came on."""
@@ -44,9 +42,10 @@ class _Producer:
     closed = False
 
 
-def decoded_requests(batch: int) -> list[RemotingCommand]:
+def decoded_requests(batch: int, topics: int, queues: int) -> list[RemotingCommand]:
     decoder = FrameDecoder()
-    for frame in java_like_frames([TOPIC], QUEUES, 1024, batch):
+    names = [TOPIC] if topics == 1 else [f"{TOPIC}_{n}" for n in range(topics)]
+    for frame in java_like_frames(names, queues, 1024, batch):
         decoder.receive_data(frame)
     return list(decoder.frames())
 
@@ -56,9 +55,10 @@ async def measure(args: argparse.Namespace) -> float:
     with tempfile.TemporaryDirectory(prefix="send-inproc-") as store_dir:
         broker = BrokerController(build_config({
             "storePathRootDir": store_dir, "brokerIP1": LOOPBACK, "listenPort": str(ports.listen),
-            "haListenPort": str(ports.ha), "autoCreateTopicEnable": "true"}))
+            "haListenPort": str(ports.ha), "autoCreateTopicEnable": "true",
+            "defaultTopicQueueNums": str(args.queues)}))
         broker.load()
-        requests = decoded_requests(args.batch)
+        requests = decoded_requests(args.batch, args.topics, args.queues)
         process, producer = broker.send_processor.process, _Producer()
         async with trio.open_nursery() as nursery:
             await nursery.start(broker.run)
@@ -84,7 +84,7 @@ async def measure(args: argparse.Namespace) -> float:
 
             def run(count: int) -> None:
                 for i in range(count):
-                    encode_command_buffers(process(producer, requests[i % QUEUES]))
+                    encode_command_buffers(process(producer, requests[i % len(requests)]))
 
             run(args.messages // 4)   # warm-up
             best = float("inf")
@@ -105,12 +105,15 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=0, help="SEND_BATCH_MESSAGE of this many (0: single sends)")
     parser.add_argument("--without", action="append", default=[], metavar="DISPATCHER",
                         help="drop the store dispatcher of this class (repeatable)")
+    parser.add_argument("--topics", type=int, default=1, help="send to this many topics, in turn")
+    parser.add_argument("--queues", type=int, default=4, help="queues of each (auto-created) topic")
     parser.add_argument("--no-store", action="store_true", help="every send gets the first one's put result")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
     per_message = trio.run(measure, args)
     shape = f"batches of {args.batch}" if args.batch else "single sends"
-    extra = "".join(f", without {name}" for name in args.without) + (", no store" if args.no_store else "")
+    extra = (f", {args.topics} topics x {args.queues} queues" if args.topics > 1 else "") + "".join(
+        f", without {name}" for name in args.without) + (", no store" if args.no_store else "")
     print(f"{per_message:.2f} us CPU per message ({shape}, 1024 B, best of {args.rounds} x {args.messages}{extra})")
     return 0
 

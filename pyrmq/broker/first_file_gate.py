@@ -58,7 +58,8 @@ class FirstFileGate:
         return self._lead((topic, queue_id), prepare, entry)
 
     def needs_gate(self, topic: str, queue_id: int) -> bool:
-        """Cheap test for the send path: True when the send may have to park (then call park)."""
+        """Cheap test for the send path: True when the send may have to park (then call park);
+        False also says the queue can take the record's unit now (the store's ``can_take_unit``)."""
         return bool(self._parked) or not self.store.consume_queues.can_take_unit(topic, queue_id)
 
     async def _lead(self, key: tuple[str, int], prepare: Callable[[], bool], entry: _Parked) -> RemotingCommand | None:

@@ -309,15 +309,18 @@ class SendMessageProcessor:
                 lambda: self._put_and_respond(request, None, record, topic, queue_id, wait_store, more_ext))
             if parked is not None:
                 return parked
-        return self._put_and_respond(request, channel, record, topic, queue_id, wait_store, more_ext)
+            return self._put_and_respond(request, channel, record, topic, queue_id, wait_store, more_ext)
+        # the gate found room for the queue's unit: the store need not look again
+        return self._put_and_respond(request, channel, record, topic, queue_id, wait_store, more_ext, True)
 
     def _put_and_respond(self, request: RemotingCommand, channel: Channel | None,
                          record: MessageExtBrokerInner | MessageExtBatch, topic: str, queue_id: int,
-                         wait_store: bool, more_ext: dict[str, str] | None) -> RemotingCommand | Deferred | None:
+                         wait_store: bool, more_ext: dict[str, str] | None,
+                         unit_room: bool = False) -> RemotingCommand | Deferred | None:
         if isinstance(record, MessageExtBatch):
-            result = self.store.put_messages(record)
+            result = self.store.put_messages(record, unit_room)
         else:
-            result = self.store.put_message(record)
+            result = self.store.put_message(record, unit_room)
         # counted under the topic stored to: a delayed message's SCHEDULE_TOPIC_XXXX, a half message's
         return self._respond(request, result, record.topic, queue_id, wait_store, self.topics.created_unwritten(topic),
                              more_ext, channel)

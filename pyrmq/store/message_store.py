@@ -349,18 +349,21 @@ class DefaultMessageStore:
             return PutMessageStatus.MESSAGE_ILLEGAL
         return None
 
-    def _writable(self, topic: str, queue_id: int, sys_flag: int) -> PutMessageStatus | None:
+    def _writable(self, topic: str, queue_id: int, sys_flag: int, unit_room: bool = False) -> PutMessageStatus | None:
         """None when a record for ``topic``/``queue_id`` can be appended and then dispatched.
 
         A stalled pipeline (a file could not be created) is retried first and refuses the put
         while it lasts: a record appended behind it could not be acknowledged anyway.  The
         record's consume queue gets its file and room before the append (O(1) when it has them),
         so EMFILE or ENOSPC on a new topic is a refusal, not a record stored and then refused.
+        ``unit_room``: the caller found ``can_take_unit`` true for this queue just before, with
+        nothing run in between (the send path's first-file gate asks it first).
         """
         reput = self.reput
-        queued = sys_flag & _TRANSACTION_MASK in _QUEUED_TYPES
-        if reput.failure is None and (not queued or self.consume_queues.can_take_unit(topic, queue_id)):
+        if reput.failure is None and (unit_room or sys_flag & _TRANSACTION_MASK not in _QUEUED_TYPES
+                                      or self.consume_queues.can_take_unit(topic, queue_id)):
             return None   # the common case, once per message
+        queued = sys_flag & _TRANSACTION_MASK in _QUEUED_TYPES
         if reput.failure is not None and not reput.retry():
             assert reput.failure is not None
             return self._refused(topic, reput.failure.status, reput.failure)
@@ -423,9 +426,11 @@ class DefaultMessageStore:
             return PutMessageResult(self._refused(topic, PutMessageStatus.UNKNOWN_ERROR, "its dispatch did not complete"))
         return PutMessageResult(self._refused(topic, failure.status, failure))
 
-    def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
+    def put_message(self, msg: MessageExtBrokerInner, unit_room: bool = False) -> PutMessageResult:
+        """Store one message. ``unit_room``: its consume queue was just found able to take the
+        unit (``ConsumeQueueTable.can_take_unit``), so the put does not ask again."""
         started = time.monotonic_ns()
-        result = self._put_message(msg)
+        result = self._put_message(msg, unit_room)
         self._count_put(result, started)
         return result
 
@@ -436,8 +441,8 @@ class DefaultMessageStore:
         else:
             self.stats.on_put_failed()
 
-    def _put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
-        status = self._check(msg) or self._writable(msg.topic, msg.queue_id, msg.sys_flag)
+    def _put_message(self, msg: MessageExtBrokerInner, unit_room: bool) -> PutMessageResult:
+        status = self._check(msg) or self._writable(msg.topic, msg.queue_id, msg.sys_flag, unit_room)
         if status is not None:
             return PutMessageResult(status, None)
         begin = self._commit_log.committed_offset
@@ -451,13 +456,15 @@ class DefaultMessageStore:
             return self._not_dispatched(msg.topic)
         return PutMessageResult(PutMessageStatus.PUT_OK, result)
 
-    def put_messages(self, batch: MessageExtBatch) -> PutMessageResult:
+    def put_messages(self, batch: MessageExtBatch, unit_room: bool = False) -> PutMessageResult:
+        """Store a batch's messages; ``unit_room`` as for :meth:`put_message` (the room for the
+        first unit: the rest is reserved by the append)."""
         started = time.monotonic_ns()
-        result = self._put_messages(batch)
+        result = self._put_messages(batch, unit_room)
         self._count_put(result, started)
         return result
 
-    def _put_messages(self, batch: MessageExtBatch) -> PutMessageResult:
+    def _put_messages(self, batch: MessageExtBatch, unit_room: bool) -> PutMessageResult:
         status = self._check(batch)
         if status is not None:
             return PutMessageResult(status, None)
@@ -466,7 +473,7 @@ class DefaultMessageStore:
         delay = string_to_properties(batch.properties_string).get(MessageConst.PROPERTY_DELAY_TIME_LEVEL)
         if delay and delay.strip().lstrip("-").isdigit() and int(delay) > 0:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, None)
-        status = self._writable(batch.topic, batch.queue_id, batch.sys_flag)
+        status = self._writable(batch.topic, batch.queue_id, batch.sys_flag, unit_room)
         if status is not None:
             return PutMessageResult(status, None)
         begin = self._commit_log.committed_offset
