@@ -1,4 +1,5 @@
-"""CommitLog appends: byte layout on disk, blank record roll-over, batches, transactions."""
+"""CommitLog appends: byte layout on disk, blank record roll-over, batches, transactions -- each
+through the mapping (ASYNC_FLUSH) and written with pwrite (SYNC_FLUSH)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import struct
 import threading
 import zlib
 from dataclasses import replace
+
+import pytest
 
 from pyrmq.codec.message import (
     BLANK_MAGIC_CODE,
@@ -21,8 +24,47 @@ from pyrmq.codec.message import (
     string_to_properties,
     tags_string_to_tags_code,
 )
-from pyrmq.store.model import GetMessageStatus, PutMessageStatus
+from pyrmq.store import commit_log
+from pyrmq.store.model import FlushDiskType, GetMessageStatus, PutMessageStatus
 from store_helpers import STORE_HOST, make_batch, make_msg, open_store, small_config
+
+
+@pytest.fixture(params=[FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH], ids=["mapped", "pwrite"])
+def config(tmp_path, request):
+    """Each test of this module with records written through the mapping and with pwrite."""
+    return small_config(tmp_path / "store", flush_disk_type=request.param)
+
+
+def test_sync_flush_writes_with_pwrite_the_bytes_the_mapping_would(tmp_path, monkeypatch):
+    """The same puts leave the same files either way: single records rolling over files, a
+    batch, a batch whose records are more than the write buffer holds (written through the
+    mapping then), a record refused."""
+    monkeypatch.setattr(commit_log, "now_ms", lambda: 1_700_000_000_123)
+    stored = {}
+    for kind in FlushDiskType:
+        store = open_store(small_config(tmp_path / kind.name, flush_disk_type=kind,
+                                        mapped_file_size_commit_log=128 * 1024, max_message_size=1024))
+        try:
+            assert (store.commit_log._write_buffer is None) is (kind is FlushDiskType.ASYNC_FLUSH)
+            for i in range(150):
+                assert store.put_message(make_msg(body=bytes([i]) * 1000, queue_id=i % 3)).is_ok()
+            assert store.put_messages(make_batch(encode_batch([BatchEntry(0, b"b" * 50, "")] * 8))).is_ok()
+            # 12 records of 8 KiB properties: more than the 65 KiB write buffer
+            big = store.put_messages(make_batch(encode_batch([BatchEntry(0, b"c", "")] * 12),
+                                                props="K\x01" + "v" * 8000 + "\x02"))
+            assert big.is_ok() and big.append_result.wrote_bytes > len(store.commit_log._write_buffer or b"x" * 65536)
+            too_long = make_msg(body=b"d", props={"P": "v" * 40000})
+            assert store.put_message(too_long).status is PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
+            assert store.put_message(make_msg(body=b"last")).is_ok()
+            end = store.get_max_phy_offset()
+        finally:
+            store.shutdown()
+        directory = small_config(tmp_path / kind.name).commit_log_dir()
+        stored[kind] = end, {name: open(os.path.join(directory, name), "rb").read()
+                             for name in sorted(os.listdir(directory))}
+    assert stored[FlushDiskType.SYNC_FLUSH] == stored[FlushDiskType.ASYNC_FLUSH]
+    end, files = stored[FlushDiskType.SYNC_FLUSH]
+    assert len(files) >= 3 and end > 2 * 128 * 1024
 
 
 def test_record_on_disk_matches_documented_offsets(store, config):
