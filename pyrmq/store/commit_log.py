@@ -55,7 +55,8 @@ RECORD_OVERHEAD_ALLOWANCE = 64 * 1024
 # 4 MiB of records, a metadata update of microseconds on ext4 -- less than the page faults it saves.
 COMMIT_LOG_RESERVE_CHUNK = 4 * 1024 * 1024
 # Flushed commit log pages this far behind the flushed end leave the broker's page tables (they
-# stay in the page cache): every record written passes through the mapping once, and without
+# stay in the page cache): every record written passes through the mapping once (ASYNC_FLUSH;
+# under SYNC_FLUSH the consumers' reads map the pages), and without
 # this the resident size grows with everything written since the files were mapped -- a GiB per
 # GiB of traffic -- although the consumers at the tail read only the last few MiB.
 RELEASE_BEHIND = 16 * 1024 * 1024
