@@ -27,7 +27,7 @@ import trio
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH_DIR), str(BENCH_DIR.parent)]
 
-from send_cpu import TOPIC, java_like_frames  # noqa: E402
+from send_cpu import java_like_frames, topic_names  # noqa: E402
 
 from compat_tests.servers import LOOPBACK, allocate_ports  # noqa: E402
 from pyrmq.broker.config import build_config  # noqa: E402
@@ -44,8 +44,7 @@ class _Producer:
 
 def decoded_requests(batch: int, topics: int, queues: int) -> list[RemotingCommand]:
     decoder = FrameDecoder()
-    names = [TOPIC] if topics == 1 else [f"{TOPIC}_{n}" for n in range(topics)]
-    for frame in java_like_frames(names, queues, 1024, batch):
+    for frame in java_like_frames(topic_names(topics), queues, 1024, batch):
         decoder.receive_data(frame)
     return list(decoder.frames())
 

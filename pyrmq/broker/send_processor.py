@@ -303,15 +303,15 @@ class SendMessageProcessor:
                more_ext: dict[str, str] | None) -> RemotingCommand | Deferred | None:
         """Put ``record`` and answer; a record whose queue has no file yet waits for the gate's
         worker to create it, behind the sends to that queue already waiting."""
-        if self.first_files.needs_gate(record.topic, record.queue_id):
+        gated = self.first_files.needs_gate(record.topic, record.queue_id)
+        if gated:
             parked = self.first_files.park(
                 record.topic, record.queue_id, record.sys_flag,
                 lambda: self._put_and_respond(request, None, record, topic, queue_id, wait_store, more_ext))
             if parked is not None:
                 return parked
-            return self._put_and_respond(request, channel, record, topic, queue_id, wait_store, more_ext)
-        # the gate found room for the queue's unit: the store need not look again
-        return self._put_and_respond(request, channel, record, topic, queue_id, wait_store, more_ext, True)
+        # not gated: the gate found room for the queue's unit, the store need not look again
+        return self._put_and_respond(request, channel, record, topic, queue_id, wait_store, more_ext, not gated)
 
     def _put_and_respond(self, request: RemotingCommand, channel: Channel | None,
                          record: MessageExtBrokerInner | MessageExtBatch, topic: str, queue_id: int,

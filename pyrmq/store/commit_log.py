@@ -22,6 +22,7 @@ from pyrmq.codec.message import (
     NO_ROOM,
     PROPERTY_SEPARATOR,
     RecordInfo,
+    WriteBuffer,
     offset_msg_id_prefix,
     encode_record,
     encode_records,
@@ -37,9 +38,9 @@ from pyrmq.store.mapped_file import MappedFile
 from pyrmq.store.mapped_file_queue import MappedFileQueue
 from pyrmq.store.model import (
     AppendMessageResult,
+    FlushDiskType,
     MessageExtBatch,
     MessageExtBrokerInner,
-    FlushDiskType,
     MessageStoreConfig,
     PutMessageStatus,
     put_status_of,
@@ -378,11 +379,15 @@ class CommitLog:
         never reads it)."""
         start = mf.wrote_position
         room = self._room(mf)
+
+        def encode(target: WriteBuffer, pos: int, limit: int, base_offset: int) -> list[int] | None:
+            return encode_records(target, pos, limit, self._max_record_size, fields[0], properties, entries,
+                                  *(*fields[1:], first_queue_offset, base_offset, store_timestamp))
+
         buffer = self._write_buffer
         if buffer is not None:   # SYNC_FLUSH: see __init__
             limit = max(0, min(room - start, len(buffer)))
-            sizes = encode_records(buffer, 0, limit, self._max_record_size, fields[0], properties, entries,
-                                   *(*fields[1:], first_queue_offset, mf.file_from_offset + start, store_timestamp))
+            sizes = encode(buffer, 0, limit, mf.file_from_offset + start)
             if sizes is not None:
                 self._write_out(mf, start, buffer[:sum(sizes)])
                 return sizes
@@ -391,8 +396,7 @@ class CommitLog:
             # more records than the buffer holds: written through the mapping
         sizes = None
         try:
-            sizes = encode_records(mf.mm, start, room, self._max_record_size, fields[0], properties, entries,
-                                   *(*fields[1:], first_queue_offset, mf.file_from_offset, store_timestamp))
+            sizes = encode(mf.mm, start, room, mf.file_from_offset)
         finally:
             if sizes is None and mf.reserved >= start + BLANK_RECORD.size:
                 # records past the file's end that no put covers: a zero TOTALSIZE ends a walk there

@@ -360,10 +360,9 @@ class DefaultMessageStore:
         nothing run in between (the send path's first-file gate asks it first).
         """
         reput = self.reput
-        if reput.failure is None and (unit_room or sys_flag & _TRANSACTION_MASK not in _QUEUED_TYPES
-                                      or self.consume_queues.can_take_unit(topic, queue_id)):
-            return None   # the common case, once per message
         queued = sys_flag & _TRANSACTION_MASK in _QUEUED_TYPES
+        if reput.failure is None and (unit_room or not queued or self.consume_queues.can_take_unit(topic, queue_id)):
+            return None   # the common case, once per message
         if reput.failure is not None and not reput.retry():
             assert reput.failure is not None
             return self._refused(topic, reput.failure.status, reput.failure)
