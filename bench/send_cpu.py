@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import itertools
 import os
 import socket
 import struct
@@ -47,14 +48,21 @@ def topic_names(topics: int) -> list[str]:
     return [TOPIC] if topics <= 1 else [f"{TOPIC}_{i}" for i in range(topics)]
 
 
+# Frames replayed in turn, at least: as many distinct keys as a real producer's index entries
+# spread over, so that one topic and 1,000 topics differ in their topics, not in their keys.
+MIN_FRAMES = 8192
+
+
 def java_like_frames(topics: list[str], queues: int, size: int, batch: int,
                      serialize_type: SerializeType = SerializeType.ROCKETMQ) -> list[bytes]:
-    """One frame per topic and queue, queue by queue across the topics (as a producer sending
-    to random topics touches them): the header fields and properties the Java client 4.9.8 sends."""
+    """Frames queue by queue across the topics (as a producer sending to random topics touches
+    them), the topics and queues cycled through up to MIN_FRAMES frames, each with its own KEYS and
+    UNIQ_KEY: the header fields and properties the Java client 4.9.8 sends."""
     body = os.urandom(size)
     frames = []
-    for n, (queue_id, topic) in enumerate((q, t) for q in range(queues) for t in topics):
-        props = {"KEYS": f"key-{n}", "UNIQ_KEY": f"7F00000100{queue_id:02X}18B4AAC2" + "0" * 12,
+    targets = [(q, t) for q in range(queues) for t in topics]
+    for n, (queue_id, topic) in enumerate(itertools.islice(itertools.cycle(targets), max(MIN_FRAMES, len(targets)))):
+        props = {"KEYS": f"key-{n}", "UNIQ_KEY": f"7F000001{n:08X}18B4AAC2" + "0" * 12,
                  "WAIT": "true", "TAGS": "TagA"}
         header = {"a": "send_cpu_pg", "b": topic, "c": "TBW102", "d": str(queues), "e": str(queue_id), "f": "0",
                   "g": str(int(time.time() * 1000)), "h": "0", "i": properties_to_string(props), "j": "0",

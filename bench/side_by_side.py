@@ -14,7 +14,8 @@ Row families (--rows, default all; bench/README.md says what each measures and h
 - gate: Apache's CI gate shape, 64 threads, 128 B bodies, --gate-minutes measured (0: skip);
 - latency: store->consume and born->consume p50 / p99 with a live push consumer;
 - memory: the server's peak resident memory under the 64-thread load (sampled in every run);
-- topics: send TPS with --topics topics x --queues queues against one topic (no consumer);
+- topics: send TPS with --topics topics x --queues queues against one topic (no consumer), both
+  after --topics-warmup s, in which each server creates the queues' files on their first messages;
 - backlog, coldstart: --backlog messages sent, read back by a fresh consumer group (consume TPS);
   then the server stopped and started on that store, cleanly and after kill -9: time until it
   routes the topic and accepts a send (bench/rows/backlog.py);
@@ -68,8 +69,8 @@ def report(args, results: list[send.RunResult], others: list[RowOutput], started
         (f"- load generator: `pyrmq.bench.LoadGen` (bench/java) on rocketmq-client 4.9.8, "
          f"`-Drocketmq.serialize.type=ROCKETMQ`, JVM `-Xms{heap} -Xmx{heap} -XX:+UseG1GC`; "
          f"{args.size} B bodies, {args.queues} queues, sync send (timeout {args.send_timeout} ms), "
-         f"{args.warmup} s warm-up + {args.duration} s measured, push consumer running throughout in the same "
-         f"JVM, then up to {args.drain_timeout} s drain"),
+         f"{args.warmup} s warm-up ({args.topics_warmup} s in the topics row) + {args.duration} s measured, "
+         f"push consumer running throughout in the same JVM, then up to {args.drain_timeout} s drain"),
         (f"- servers: fresh server and store per run, ASYNC_FLUSH, mappedFileSizeCommitLog={args.commitlog_mib} MiB; "
          f"pyrmq `python -m pyrmq standalone` (one process); Apache RocketMQ 4.9.7 NameServer + Broker, "
          f"broker JVM `{args.apache_jvm}`"),
@@ -143,6 +144,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--latency-threads", type=int, default=16, help="producer threads of the latency row")
     parser.add_argument("--topics", type=int, default=1000, help="topics of the many-topics row (default 1000)")
     parser.add_argument("--topics-threads", type=int, default=64, help="producer threads of the topics row")
+    parser.add_argument("--topics-warmup", type=int, default=30,
+                        help="uncounted seconds of the topics row's two scenarios (default 30): long enough for "
+                             "both servers to create the 8,000 consume queue files, each on its first message, "
+                             "before the measured window")
     parser.add_argument("--backlog", type=int, default=1_000_000, help="messages of the backlog row (default 1,000,000)")
     parser.add_argument("--backlog-batch", type=int, default=64, help="batch size used to fill the backlog")
     parser.add_argument("--idle-consumers", type=int, default=10_000, help="held pull requests of the idle row")

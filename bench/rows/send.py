@@ -40,6 +40,7 @@ class Scenario:
     duration: int | None = None  # measured seconds; None: --duration
     consume: bool = True        # a push consumer runs in the load generator all along
     topics: int = 1             # > 1: topics Bench_..._0 .. _{n-1}, sends round robin
+    warmup: int | None = None   # uncounted seconds first; None: --warmup
 
 
 @dataclass
@@ -93,10 +94,12 @@ def scenarios(args, rows: set[str]) -> list[Scenario]:
         out.append(Scenario("memory: 1 KiB, 64 threads", "memory", 64))
     if "topics" in rows:
         t = args.topics_threads
+        # both with --topics-warmup: the queues' files are created in it, on both servers alike
+        w = args.topics_warmup
         out.append(Scenario(f"topics: 1 topic x {args.queues} queues, {plural(t, 'thread')}, no consumer",
-                            "topics", t, consume=False))
+                            "topics", t, consume=False, warmup=w))
         out.append(Scenario(f"topics: {args.topics:,} topics x {args.queues} queues, {plural(t, 'thread')}, "
-                            "no consumer", "topics", t, consume=False, topics=args.topics))
+                            "no consumer", "topics", t, consume=False, topics=args.topics, warmup=w))
     return out
 
 
@@ -125,6 +128,7 @@ def run_one(env: Env, sc: Scenario, kind: str, rep: int) -> RunResult:
     topic = f"Bench_{sc.row}_t{sc.threads}_b{sc.batch}"
     label = f"[{kind:>6}]"
     duration = sc.duration or args.duration
+    warmup = args.warmup if sc.warmup is None else sc.warmup
     try:
         quiet_wait(env, label)
         t0 = time.monotonic()
@@ -134,11 +138,11 @@ def run_one(env: Env, sc: Scenario, kind: str, rep: int) -> RunResult:
         argv = [*loadgen_java(env, workdir),
                 "--namesrv", server.namesrv_addr, "--topic", topic, "--topics", str(sc.topics),
                 "--threads", str(sc.threads), "--size", str(sc.size or args.size), "--batch", str(sc.batch),
-                "--warmup", str(args.warmup), "--duration", str(duration),
+                "--warmup", str(warmup), "--duration", str(duration),
                 "--consume", str(sc.consume).lower(), "--drain-timeout", str(args.drain_timeout),
                 "--send-timeout", str(args.send_timeout), "--transaction", str(sc.transaction).lower()]
         (workdir / "loadgen.cmd").write_text(shlex.join(argv) + "\n")
-        timeout = args.warmup + duration + args.drain_timeout + 3 * args.send_timeout / 1000 + 60
+        timeout = warmup + duration + args.drain_timeout + 3 * args.send_timeout / 1000 + 60
         result.summary, result.error, window = run_loadgen(argv, workdir, timeout, label, server_pids(server))
         result.cpu_pct, result.server_cpu_s = window.pct, window.server_cpu_s
         result.rss_peak_kib, result.hwm_kib = window.rss_peak_kib, window.hwm_kib
