@@ -13,6 +13,13 @@ from typing import Any
 
 import pytest
 import trio
+from hypothesis import settings
+
+# Hypothesis fails an example that runs longer than 200 ms by default: a timed assertion, which a
+# busy 2-core CI machine trips now and then (a GC pause, a first import). pytest-timeout bounds
+# the tests instead.
+settings.register_profile("pyrmq", deadline=None)
+settings.load_profile("pyrmq")
 
 _LIMIT = pytest.StashKey[float]()
 _WATCHED = pytest.StashKey[bool]()

@@ -33,7 +33,7 @@ from pyrmq.codec.remoting import RemotingCommand
 from pyrmq.common.guard import ServiceGuard
 from pyrmq.filter import FilterParseError
 from pyrmq.filter.bloom import BloomFilter
-from pyrmq.remoting.channel import Channel
+from pyrmq.remoting.channel import Channel, after_answers
 from pyrmq.remoting.dispatch import RequestError
 from pyrmq.remoting.headers import optional_int, optional_str, required_int, required_str
 from pyrmq.store.message_store import GetMessageStatus
@@ -248,17 +248,21 @@ class PullRequestHoldService:
     answered by an arrival or dropped with its connection leaves its heap entry behind; the heap
     is rebuilt when such entries outnumber the held pulls.
 
-    A pull woken by a record is answered in the dispatch step that found it -- after the store's
-    dispatchers, so the record is in its consume queue and index already -- not by a
-    task woken for it: one task switch less per message (Apache hands it to its pull executor
-    from the reput thread). A send's answer and a pull answer to the same connection then leave
-    in one write, after the reader's batch."""
+    A pull woken by a record is answered in the step that dispatched it -- after the store's
+    dispatchers, so the record is in its consume queue and index already -- not by a task woken
+    for it: one task switch less per message (Apache hands it to its pull executor from the reput
+    thread). When a reader's batch of sends woke it, it is answered once the batch's answers are
+    written (``after_answers``): the senders do not wait for the pull's work, and the answer holds
+    every record of the batch."""
 
     def __init__(self, processor: PullMessageProcessor) -> None:
         self.processor = processor
         self._held: dict[tuple[str, int], dict[int, _HeldPull]] = {}
         self._deadlines: list[tuple[float, int, tuple[str, int]]] = []   # (deadline, seq, key)
         self._seq = 0
+        # Woken pulls waiting for the sends' answers of the reader's batch to be written first
+        # (after_answers); None when none wait.
+        self._woken: list[_HeldPull] | None = None
         # held pulls answered because a matching message arrived (statistics, tests)
         self.wakeups = 0
         # held pulls answered at expiry from what they found when suspended (tests)
@@ -287,10 +291,20 @@ class PullRequestHoldService:
             if not held:
                 del self._held[key]
             self.wakeups += len(ready)
-            try:
-                self._answer_all(ready)
-            except Exception:   # a consumer's answer must never fail the put that dispatched the record
-                log.exception("answering %d woken pulls of %s-%d failed", len(ready), *key)
+            if self._woken is not None:
+                self._woken.extend(ready)
+            elif after_answers(self._answer_woken):
+                self._woken = ready
+            else:   # not from a reader's batch (a timer, a group commit): at once
+                self._woken = ready
+                self._answer_woken()
+
+    def _answer_woken(self) -> None:
+        pulls, self._woken = self._woken or [], None
+        try:
+            self._answer_all(pulls)
+        except Exception:   # a consumer's answer must never fail the put that dispatched the record
+            log.exception("answering %d woken pulls failed", len(pulls))
 
     def dispatch_many(self, requests: Sequence[RecordInfo]) -> None:
         """A batch's records: nothing per record when nobody waits, else each record whose queue

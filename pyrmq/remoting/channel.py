@@ -85,6 +85,42 @@ class _ReadTimes:
         self.last_frame_at = self.partial_since = now
 
 
+class _BatchWork:
+    """Work that handling a reader's batch of requests puts off until the batch's answers are
+    written (:func:`after_answers`). One for the process: the event loop runs one reader's batch
+    at a time, with no await inside it."""
+
+    __slots__ = ("open", "work")
+
+    def __init__(self) -> None:
+        self.open = False
+        self.work: list[Callable[[], None]] = []
+
+    def run(self) -> None:
+        while self.work:
+            work, self.work = self.work, []
+            for fn in work:
+                try:
+                    fn()
+                except Exception:   # one piece of put-off work must not keep the others from running
+                    log.exception("work put off until a batch's answers were written failed")
+
+
+_batch_work = _BatchWork()
+
+
+def after_answers(fn: Callable[[], None]) -> bool:
+    """Run ``fn`` once the reader handling the current batch of requests has written their
+    answers, and return True; return False when no reader is mid-batch (the caller does the work
+    now). A held pull woken by a send is answered so: the sender's answer leaves first, and the
+    pull's answer holds every record of the batch (Apache answers woken pulls on its pull
+    threads, not on the send's)."""
+    if not _batch_work.open:
+        return False
+    _batch_work.work.append(fn)
+    return True
+
+
 class ChannelClosedError(Exception):
     """The connection closed before the response arrived."""
 
@@ -411,17 +447,20 @@ class Channel:
             if not decoder.buffered:
                 times.partial_since = now
             decoder.receive_data(data)
-            self._reading_batch = True
+            self._reading_batch = _batch_work.open = True
             try:
-                for cmd in decoder.frames():
-                    times.last_frame_at = times.partial_since = now   # what is left over started arriving now
-                    self._handle(cmd, dispatcher)
-            except ProtocolError as exc:
-                log.warning("closing connection from %s: %s", self.remote_addr, exc)
-                return _Stretch.END
-            finally:
-                self._reading_batch = False
-            self._write_now()
+                try:
+                    for cmd in decoder.frames():
+                        times.last_frame_at = times.partial_since = now   # what is left over started arriving now
+                        self._handle(cmd, dispatcher)
+                except ProtocolError as exc:
+                    log.warning("closing connection from %s: %s", self.remote_addr, exc)
+                    return _Stretch.END
+                finally:
+                    self._reading_batch = _batch_work.open = False
+                self._write_now()
+            finally:   # however the batch ended: other peers' held pulls are among this work
+                _batch_work.run()
             if self._throttled():
                 return _Stretch.THROTTLED
             if decoder.buffered and self.frame_timeout:

@@ -7,7 +7,7 @@ import uuid
 
 from pyrmq.codec.codes import RequestCode
 from pyrmq.codec.message import decode_messages, properties_to_string
-from pyrmq.codec.remoting import RemotingCommand, SerializeType, make_request
+from pyrmq.codec.remoting import RemotingCommand, SerializeType, encode_command, make_request
 from pyrmq.remoting.client import RemotingClient
 
 
@@ -27,6 +27,17 @@ async def send(client: RemotingClient, addr: str, topic: str, body: bytes, *, ta
     if batch:
         header["m"] = "true"
     return await client.invoke(addr, make_request(code, header, body, serialize_type=serialize_type), timeout=10)
+
+
+def send_frame(topic: str, queue_id: int, opaque: int, body: bytes | None = None) -> bytes:
+    """A SEND_MESSAGE_V2 frame as the Java client writes it, for raw connections (pipelining)."""
+    props = {"WAIT": "true", "UNIQ_KEY": f"RAW{opaque:029X}"}
+    header = {"a": "test_pg", "b": topic, "c": "TBW102", "d": "4", "e": str(queue_id), "f": "0",
+              "g": str(int(time.time() * 1000)), "h": "0", "i": properties_to_string(props), "j": "0",
+              "k": "false"}
+    request = make_request(RequestCode.SEND_MESSAGE_V2, header, f"body-{opaque}".encode() if body is None else body)
+    request.opaque = opaque
+    return encode_command(request)
 
 
 def pull_request(topic: str, queue_id: int, offset: int, *, group: str = "test_cg", sys_flag: int = 0x4,

@@ -3,26 +3,13 @@ the sends pipelined meanwhile on one connection are stored in the order they wer
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import trio
 
-from pyrmq.codec.codes import RequestCode
-from pyrmq.codec.message import properties_to_string
-from pyrmq.codec.remoting import FrameDecoder, encode_command, make_request
+from pyrmq.codec.remoting import FrameDecoder
+from tests.broker.rmq import send_frame
 
 SENDS = 40
-
-
-def _send_frame(topic: str, queue_id: int, opaque: int) -> bytes:
-    props = {"WAIT": "true", "UNIQ_KEY": f"GATE{opaque:028X}"}
-    header = {"a": "test_pg", "b": topic, "c": "TBW102", "d": "4", "e": str(queue_id), "f": "0",
-              "g": str(int(time.time() * 1000)), "h": "0", "i": properties_to_string(props), "j": "0",
-              "k": "false"}
-    request = make_request(RequestCode.SEND_MESSAGE_V2, header, f"body-{opaque}".encode())
-    request.opaque = opaque
-    return encode_command(request)
 
 
 async def _pipelined_sends(addr: str, frames: list[bytes]) -> dict[int, dict[str, str]]:
@@ -47,7 +34,7 @@ async def test_pipelined_sends_to_a_new_queue_keep_their_order(cluster, broker_o
     gate = cluster.broker.send_processor.first_files
     with trio.fail_after(20):
         answers = await _pipelined_sends(cluster.broker_addr,
-                                         [_send_frame("TopicGate", 3, opaque) for opaque in range(1, SENDS + 1)])
+                                         [send_frame("TopicGate", 3, opaque) for opaque in range(1, SENDS + 1)])
     # queue offsets in the order the frames were written: none overtook the one that waited
     assert [int(answers[o]["queueOffset"]) for o in range(1, SENDS + 1)] == list(range(SENDS))
     assert {answers[o]["queueId"] for o in answers} == {"3"}
@@ -61,9 +48,9 @@ async def test_pipelined_sends_to_a_new_queue_keep_their_order(cluster, broker_o
 async def test_a_queue_with_its_file_does_not_wait(cluster):
     gate = cluster.broker.send_processor.first_files
     with trio.fail_after(20):
-        await _pipelined_sends(cluster.broker_addr, [_send_frame("TopicGate2", 0, 1)])
+        await _pipelined_sends(cluster.broker_addr, [send_frame("TopicGate2", 0, 1)])
         assert gate.prepared_queues == 1
-        answers = await _pipelined_sends(cluster.broker_addr, [_send_frame("TopicGate2", 0, o) for o in (2, 3)])
+        answers = await _pipelined_sends(cluster.broker_addr, [send_frame("TopicGate2", 0, o) for o in (2, 3)])
     assert [answers[o]["queueOffset"] for o in (2, 3)] == ["1", "2"]
     assert gate.prepared_queues == 1
     assert not gate.needs_gate("TopicGate2", 0)

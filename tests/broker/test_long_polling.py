@@ -6,8 +6,9 @@ from __future__ import annotations
 import trio
 
 from pyrmq.codec.codes import RequestCode
-from pyrmq.codec.message import BatchEntry, encode_batch
-from tests.broker.rmq import pull, send
+from pyrmq.codec.message import BatchEntry, decode_messages, encode_batch
+from pyrmq.codec.remoting import FrameDecoder, encode_command
+from tests.broker.rmq import pull, pull_request, send, send_frame
 
 SUSPEND = 0x2
 SUBSCRIPTION = 0x4
@@ -77,6 +78,32 @@ async def test_a_held_tag_pull_is_woken_by_the_one_matching_entry_of_a_batch(clu
     hold = cluster.broker.pull_processor.hold_service
     assert hold.wakeups == 1 and hold.statistics()["held"] == 0
     assert (resp.code, [(m.body, m.queue_offset) for m in messages]) == (0, [(b"e6", 7)])
+
+
+async def test_a_pull_woken_by_a_batch_of_sends_is_answered_after_them_with_all_their_records(cluster):
+    # One connection: a held pull, then three sends in one write (one reader batch). The sends'
+    # answers leave first (a sender does not wait for a consumer's answer to be built), then the
+    # pull's, holding all three records.
+    host, port = cluster.broker_addr.rsplit(":", 1)
+    with trio.fail_after(20):
+        await send(cluster.client, cluster.broker_addr, "TopicAfterSends", b"first")
+        stream = await trio.open_tcp_stream(host, int(port))
+        async with stream:
+            held = pull_request("TopicAfterSends", 0, 1, sys_flag=SUSPEND | SUBSCRIPTION, suspend_ms=60_000)
+            held.opaque = 100
+            await stream.send_all(encode_command(held))
+            await wait_held(cluster)
+            await stream.send_all(b"".join(send_frame("TopicAfterSends", 0, opaque) for opaque in (1, 2, 3)))
+            decoder, answers = FrameDecoder(), []
+            while len(answers) < 4:
+                data = await stream.receive_some(65536)
+                assert data, "the broker closed the connection"
+                decoder.receive_data(data)
+                answers.extend(decoder.frames())
+    assert [(a.opaque, a.code) for a in answers] == [(1, 0), (2, 0), (3, 0), (100, 0)]
+    assert [(m.body, m.queue_offset) for m in decode_messages(answers[3].body)] == [
+        (b"body-1", 1), (b"body-2", 2), (b"body-3", 3)]
+    assert cluster.broker.pull_processor.hold_service.wakeups == 1
 
 
 async def test_a_failure_answering_a_held_pull_leaves_the_broker_serving(cluster, monkeypatch):
