@@ -123,3 +123,38 @@ async def test_a_quiet_answer_counts_as_the_store_read_it_stands_for(cluster):
     assert response.code == ResponseCode.PULL_NOT_FOUND
     assert cluster.broker.pull_processor.hold_service.quiet_answers == 1
     assert stats.get_miss_times - before == 2   # at suspension and at expiry, as a re-run counts
+
+
+@pytest.mark.parametrize("case", list(CASES))
+async def test_a_woken_pull_answers_what_its_rerun_answers(cluster, case):
+    """A held pull woken by a message answers what re-running it then answers: the checks see what
+    changed while it was held (Apache re-runs the whole request)."""
+    change, by_heartbeat, queue_id, _, expiry_code = CASES[case]
+    hold = cluster.broker.pull_processor.hold_service
+    processor = cluster.broker.pull_processor
+    addr = cluster.broker_addr
+    with trio.fail_after(30):
+        await send(cluster.client, addr, TOPIC, b"first", tags="TagA")
+        if by_heartbeat:
+            await _heartbeat(cluster, TOPIC, "TagA")
+        results = []
+
+        async def held_pull():
+            flag = SUSPEND if by_heartbeat else SUSPEND | SUBSCRIPTION
+            results.append(await pull(cluster.client, addr, TOPIC, queue_id, 1 - queue_id, group=GROUP,
+                                      subscription="TagA", sys_flag=flag, suspend_ms=60_000))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(held_pull)
+            await wait_held(cluster)
+            [held] = [p for pulls in hold._held.values() for p in pulls.values()]
+            await change(cluster)
+            await send(cluster.client, addr, TOPIC, b"mine", tags="TagA", queue_id=queue_id)
+        [(response, messages)] = results
+        assert (hold.wakeups, hold.quiet_answers) == (1, 0)
+        rerun = processor.process_request(held.channel, held.request, allow_suspend=False)
+        assert (response.code, response.remark, response.ext_fields) == (rerun.code, rerun.remark, rerun.ext_fields)
+        # the cases that leave the basis alone found the message; the others were refused
+        unchanged = expiry_code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY)
+        assert (response.code == ResponseCode.SUCCESS) == unchanged
+        assert [m.body for m in messages] == ([b"mine"] if unchanged else [])
