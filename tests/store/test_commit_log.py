@@ -200,6 +200,30 @@ def test_batch_never_spans_files(store, config):
     assert struct.unpack_from(">ii", first, end) == (4096 - end, BLANK_MAGIC_CODE)
 
 
+@pytest.mark.parametrize("flush_disk_type", [FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH])
+def test_a_batch_past_the_reserved_space_is_encoded_once(tmp_path, monkeypatch, flush_disk_type):
+    """A batch that runs past the file's reserved space (but fits in the file) has the space
+    reserved first: it is not sized record by record and encoded again (_writable_file)."""
+    store = open_store(small_config(tmp_path / "store", mapped_file_size_commit_log=16 << 20,
+                                    flush_disk_type=flush_disk_type))
+    try:
+        store.put_message(make_msg())   # the first file
+        sizes = []
+        real = commit_log.CommitLog._writable_file
+        monkeypatch.setattr(commit_log.CommitLog, "_writable_file", lambda self, size: sizes.append(size) or real(self, size))
+        entries = [BatchEntry(0, bytes([i]) * 1000, f"UNIQ_KEY\x01U{i}") for i in range(64)]
+        for _ in range(100):   # 6.7 MB, past the first reservation
+            assert store.put_messages(make_batch(encode_batch(entries))).is_ok()
+        mf = store.commit_log.mapped_file_queue.last_mapped_file()
+        assert sizes == [] and mf.file_from_offset == 0
+        assert mf.reserved >= mf.wrote_position > commit_log.COMMIT_LOG_RESERVE_CHUNK
+        messages = decode_messages(store.commit_log.get_data(0, store.get_max_phy_offset()))
+        assert [m.body for m in messages[1:]] == [e.body for e in entries] * 100
+        assert [m.queue_offset for m in messages] == list(range(6401))
+    finally:
+        store.shutdown()
+
+
 def test_a_batch_refused_half_written_leaves_no_record(store):
     end = store.put_message(make_msg(body=b"a" * 100)).append_result.wrote_bytes
     # the second entry's properties, with the batch's appended, pass the 32767 bytes a record holds
