@@ -293,10 +293,9 @@ class PullRequestHoldService:
             self.wakeups += len(ready)
             if self._woken is not None:
                 self._woken.extend(ready)
-            elif after_answers(self._answer_woken):
-                self._woken = ready
-            else:   # not from a reader's batch (a timer, a group commit): at once
-                self._woken = ready
+                return
+            self._woken = ready
+            if not after_answers(self._answer_woken):   # not from a reader's batch (a timer, a group commit)
                 self._answer_woken()
 
     def _answer_woken(self) -> None:

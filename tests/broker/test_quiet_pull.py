@@ -82,11 +82,10 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", list(CASES))
-async def test_an_expiring_pull_answers_what_its_rerun_answers(cluster, case):
-    change, by_heartbeat, queue_id, quiet, code = CASES[case]
-    hold = cluster.broker.pull_processor.hold_service
-    processor = cluster.broker.pull_processor
+async def _held_pull_across(cluster, case, suspend_ms, wake=None):
+    """The case's pull held on its queue, the case's change made while it is held, then ``wake``
+    (a send) if given: the pull's answer, its messages, and what re-running it gives afterwards."""
+    change, by_heartbeat, queue_id, _, _ = CASES[case]
     addr = cluster.broker_addr
     with trio.fail_after(30):
         await send(cluster.client, addr, TOPIC, b"first", tags="TagA")
@@ -97,19 +96,29 @@ async def test_an_expiring_pull_answers_what_its_rerun_answers(cluster, case):
         async def held_pull():
             flag = SUSPEND if by_heartbeat else SUSPEND | SUBSCRIPTION
             results.append(await pull(cluster.client, addr, TOPIC, queue_id, 1 - queue_id, group=GROUP,
-                                      subscription="TagA",
-                                      sys_flag=flag, suspend_ms=600))
+                                      subscription="TagA", sys_flag=flag, suspend_ms=suspend_ms))
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(held_pull)
             await wait_held(cluster)
+            hold = cluster.broker.pull_processor.hold_service
             [held] = [p for pulls in hold._held.values() for p in pulls.values()]
             await change(cluster)
-        [(response, messages)] = results
-        assert (hold.quiet_answers, hold.wakeups, messages) == (1 if quiet else 0, 0, [])
-        rerun = processor.process_request(held.channel, held.request, allow_suspend=False)
-        assert (response.code, response.remark, response.ext_fields) == (rerun.code, rerun.remark, rerun.ext_fields)
-        assert response.code == code
+            if wake is not None:
+                await wake(cluster, queue_id)
+    [(response, messages)] = results
+    rerun = cluster.broker.pull_processor.process_request(held.channel, held.request, allow_suspend=False)
+    return response, messages, rerun
+
+
+@pytest.mark.parametrize("case", list(CASES))
+async def test_an_expiring_pull_answers_what_its_rerun_answers(cluster, case):
+    _, _, _, quiet, code = CASES[case]
+    hold = cluster.broker.pull_processor.hold_service
+    response, messages, rerun = await _held_pull_across(cluster, case, suspend_ms=600)
+    assert (hold.quiet_answers, hold.wakeups, messages) == (1 if quiet else 0, 0, [])
+    assert (response.code, response.remark, response.ext_fields) == (rerun.code, rerun.remark, rerun.ext_fields)
+    assert response.code == code
 
 
 async def test_a_quiet_answer_counts_as_the_store_read_it_stands_for(cluster):
@@ -129,32 +138,16 @@ async def test_a_quiet_answer_counts_as_the_store_read_it_stands_for(cluster):
 async def test_a_woken_pull_answers_what_its_rerun_answers(cluster, case):
     """A held pull woken by a message answers what re-running it then answers: the checks see what
     changed while it was held (Apache re-runs the whole request)."""
-    change, by_heartbeat, queue_id, _, expiry_code = CASES[case]
+    expiry_code = CASES[case][4]
     hold = cluster.broker.pull_processor.hold_service
-    processor = cluster.broker.pull_processor
-    addr = cluster.broker_addr
-    with trio.fail_after(30):
-        await send(cluster.client, addr, TOPIC, b"first", tags="TagA")
-        if by_heartbeat:
-            await _heartbeat(cluster, TOPIC, "TagA")
-        results = []
 
-        async def held_pull():
-            flag = SUSPEND if by_heartbeat else SUSPEND | SUBSCRIPTION
-            results.append(await pull(cluster.client, addr, TOPIC, queue_id, 1 - queue_id, group=GROUP,
-                                      subscription="TagA", sys_flag=flag, suspend_ms=60_000))
+    async def wake(cluster, queue_id):
+        await send(cluster.client, cluster.broker_addr, TOPIC, b"mine", tags="TagA", queue_id=queue_id)
 
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(held_pull)
-            await wait_held(cluster)
-            [held] = [p for pulls in hold._held.values() for p in pulls.values()]
-            await change(cluster)
-            await send(cluster.client, addr, TOPIC, b"mine", tags="TagA", queue_id=queue_id)
-        [(response, messages)] = results
-        assert (hold.wakeups, hold.quiet_answers) == (1, 0)
-        rerun = processor.process_request(held.channel, held.request, allow_suspend=False)
-        assert (response.code, response.remark, response.ext_fields) == (rerun.code, rerun.remark, rerun.ext_fields)
-        # the cases that leave the basis alone found the message; the others were refused
-        unchanged = expiry_code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY)
-        assert (response.code == ResponseCode.SUCCESS) == unchanged
-        assert [m.body for m in messages] == ([b"mine"] if unchanged else [])
+    response, messages, rerun = await _held_pull_across(cluster, case, suspend_ms=60_000, wake=wake)
+    assert (hold.wakeups, hold.quiet_answers) == (1, 0)
+    assert (response.code, response.remark, response.ext_fields) == (rerun.code, rerun.remark, rerun.ext_fields)
+    # the cases that leave the basis alone found the message; the others were refused
+    unchanged = expiry_code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY)
+    assert (response.code == ResponseCode.SUCCESS) == unchanged
+    assert [m.body for m in messages] == ([b"mine"] if unchanged else [])
