@@ -16,6 +16,8 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +28,8 @@
 #define TRANSACTION_MASK 0xC
 #define TRANSACTION_ROLLBACK_TYPE 0xC
 #define KEY_SEPARATOR_CHAR ' '
+#define PROPERTY_SEPARATOR_CHAR 0x02   /* between a properties string's name-value pairs */
+#define MAX_PROPERTIES_LENGTH 32767
 
 static inline void put_be32(unsigned char *p, uint32_t v)
 {
@@ -567,20 +571,35 @@ static PyObject *encode_rocketmq_frame_head(PyObject *module, PyObject *const *a
 #define BATCH_ENTRY_OVERHEAD (BATCH_ENTRY_HEAD_SIZE + 2)
 
 PyDoc_STRVAR(split_batch_doc,
-"split_batch(body, max_entries) -> list[tuple[int, bytes, str]]\n\n"
+"split_batch(body, max_entries, suffix=None) -> list[tuple[int, bytes, str]]\n\n"
 "The (flag, body, properties) of each entry of a batch send body, every length checked before\n"
-"it is used. Raises ValueError for a body that does not split into whole entries, has more\n"
-"than ``max_entries`` of them, or properties that are not UTF-8.");
+"it is used. With a ``suffix`` (the batch's own properties), each entry's properties end with\n"
+"it as its stored record holds them: a separator between the two when both are non-empty and\n"
+"the entry's do not end with one. Raises ValueError for a body that does not split into whole\n"
+"entries, has more than ``max_entries`` of them, or properties that are not UTF-8.");
 
 static PyObject *split_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
+    const char *suffix = NULL;
+    Py_ssize_t suffix_len = 0;
+    if (nargs == 3 && args[2] != Py_None) {
+        if (!PyUnicode_Check(args[2])) {
+            PyErr_SetString(PyExc_TypeError, "split_batch: the suffix is a str or None");
+            return NULL;
+        }
+        if ((suffix = PyUnicode_AsUTF8AndSize(args[2], &suffix_len)) == NULL)
+            return NULL;
+    }
     Py_buffer view;
     Py_ssize_t max_entries;
-    if (buffer_and_limit(args, nargs, "split_batch(body, max_entries)", &view, &max_entries) < 0)
+    if (buffer_and_limit(args, nargs == 3 ? 2 : nargs, "split_batch(body, max_entries, suffix=None)", &view,
+                         &max_entries) < 0)
         return NULL;
     const unsigned char *p = (const unsigned char *)view.buf;
     Py_ssize_t n = view.len, pos = 0;
-    PyObject *out = PyList_New(0);
+    /* an entry's properties, a separator and the suffix, decoded in one go */
+    char *joined = suffix_len ? PyMem_Malloc((size_t)(MAX_PROPERTIES_LENGTH + 1 + suffix_len)) : NULL;
+    PyObject *out = suffix_len && joined == NULL ? PyErr_NoMemory() : PyList_New(0);
     if (out == NULL)
         goto fail;
     while (pos < n) {
@@ -613,7 +632,19 @@ static PyObject *split_batch(PyObject *module, PyObject *const *args, Py_ssize_t
             PyErr_Format(PyExc_ValueError, "batch entry at %zd: size does not match its lengths", pos);
             goto fail;
         }
-        PyObject *props = PyUnicode_DecodeUTF8((const char *)p + q, prop_length, NULL);
+        PyObject *props;
+        if (joined == NULL) {
+            props = PyUnicode_DecodeUTF8((const char *)p + q, prop_length, NULL);
+        } else {
+            /* a suffix's UTF-8 starts with no continuation byte: the two decode as one exactly
+             * when the entry's properties do */
+            Py_ssize_t k = prop_length;
+            memcpy(joined, p + q, (size_t)prop_length);
+            if (prop_length > 0 && p[q + prop_length - 1] != PROPERTY_SEPARATOR_CHAR)
+                joined[k++] = PROPERTY_SEPARATOR_CHAR;
+            memcpy(joined + k, suffix, (size_t)suffix_len);
+            props = PyUnicode_DecodeUTF8(joined, k + suffix_len, NULL);
+        }
         if (props == NULL) {
             if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
                 goto fail;
@@ -621,18 +652,29 @@ static PyObject *split_batch(PyObject *module, PyObject *const *args, Py_ssize_t
             PyErr_Format(PyExc_ValueError, "batch entry at %zd: properties are not UTF-8", pos);
             goto fail;
         }
-        PyObject *entry = Py_BuildValue("(iy#N)", (int)flag, (const char *)p + body_at, (Py_ssize_t)body_length, props);
-        if (entry == NULL)
+        PyObject *entry = PyTuple_New(3), *flag_obj = PyLong_FromLong(flag),
+                 *body_obj = PyBytes_FromStringAndSize((const char *)p + body_at, (Py_ssize_t)body_length);
+        if (entry == NULL || flag_obj == NULL || body_obj == NULL) {
+            Py_XDECREF(entry);
+            Py_XDECREF(flag_obj);
+            Py_XDECREF(body_obj);
+            Py_DECREF(props);
             goto fail;
+        }
+        PyTuple_SET_ITEM(entry, 0, flag_obj);
+        PyTuple_SET_ITEM(entry, 1, body_obj);
+        PyTuple_SET_ITEM(entry, 2, props);
         int rc = PyList_Append(out, entry);
         Py_DECREF(entry);
         if (rc < 0)
             goto fail;
         pos = end;
     }
+    PyMem_Free(joined);
     PyBuffer_Release(&view);
     return out;
 fail:
+    PyMem_Free(joined);
     Py_XDECREF(out);
     PyBuffer_Release(&view);
     return NULL;
@@ -660,7 +702,7 @@ static PyObject *string_to_properties(PyObject *module, PyObject *s)
     if (n == 0)
         return result;
     while (start <= n) {
-        Py_ssize_t sep = PyUnicode_FindChar(s, 0x02, start, n, 1);
+        Py_ssize_t sep = PyUnicode_FindChar(s, PROPERTY_SEPARATOR_CHAR, start, n, 1);
         if (sep == -2)
             goto fail;
         if (sep == -1)
@@ -711,9 +753,9 @@ static int property_range(PyObject *s, PyObject *name, Py_ssize_t *start, Py_ssi
         if (i == -1)
             return 0;
         /* a name starts the string or follows a pair's \x02 */
-        if (i == 0 || PyUnicode_READ_CHAR(s, i - 1) == 0x02) {
+        if (i == 0 || PyUnicode_READ_CHAR(s, i - 1) == PROPERTY_SEPARATOR_CHAR) {
             Py_ssize_t first = i + name_len;
-            Py_ssize_t last = PyUnicode_FindChar(s, 0x02, first, n, 1);
+            Py_ssize_t last = PyUnicode_FindChar(s, PROPERTY_SEPARATOR_CHAR, first, n, 1);
             if (last == -2)
                 return -1;
             if (last == -1)
@@ -907,7 +949,6 @@ fail:
 #define MAGIC_CODE_V1 (-626843481)   /* 0xDAA320A7: a one-byte topic length */
 #define MAGIC_CODE_V2 (-626843477)   /* 0xDAA320AB: a two-byte topic length */
 #define MAX_TOPIC_LENGTH_V1 127
-#define MAX_PROPERTIES_LENGTH 32767
 #define BORNHOST_V6_FLAG 0x10
 #define STOREHOSTADDRESS_V6_FLAG 0x20
 
@@ -1133,34 +1174,28 @@ done:
 }
 
 PyDoc_STRVAR(encode_records_doc,
-"encode_records(buf, pos, room, max_size, topic, properties, entries, queue_id, sys_flag,\n"
-"               born_timestamp, born_ip, born_port, store_ip, store_port, reconsume_times,\n"
-"               first_queue_offset, base_offset, store_timestamp) -> list[int] | None\n\n"
+"encode_records(buf, pos, room, max_size, topic, entries, queue_id, sys_flag, born_timestamp,\n"
+"               born_ip, born_port, store_ip, store_port, reconsume_times, first_queue_offset,\n"
+"               base_offset, store_timestamp) -> list[int] | None\n\n"
 "The records of a batch, one after the other from ``buf[pos:]``, as encode_record writes them:\n"
-"entry ``i`` of ``entries`` ((flag, body, _) tuples) with ``properties[i]``, queue offset\n"
+"entry ``i`` of ``entries`` ((flag, body, properties) tuples) with queue offset\n"
 "``first_queue_offset + i``, physical offset ``base_offset`` plus its position, each ending\n"
 "below ``room`` and at most ``max_size`` bytes long. Returns their sizes, or None when one did\n"
-"not fit (those before it are written). Raises what encode_record raises, ValueError when\n"
-"there is not one properties string per entry.");
+"not fit (those before it are written). Raises what encode_record raises.");
 
 static PyObject *encode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 18 || !PyList_Check(args[5]) || !PyList_Check(args[6])) {
-        PyErr_SetString(PyExc_TypeError, "encode_records(buf, pos, room, max_size, topic, properties: list, "
-                                         "entries: list, queue_id, sys_flag, born_timestamp, born_ip, born_port, "
-                                         "store_ip, store_port, reconsume_times, first_queue_offset, base_offset, "
-                                         "store_timestamp)");
+    if (nargs != 17 || !PyList_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError, "encode_records(buf, pos, room, max_size, topic, entries: list, queue_id, "
+                                         "sys_flag, born_timestamp, born_ip, born_port, store_ip, store_port, "
+                                         "reconsume_times, first_queue_offset, base_offset, store_timestamp)");
         return NULL;
     }
-    PyObject *properties = args[5], *entries = args[6];
-    if (PyList_GET_SIZE(properties) != PyList_GET_SIZE(entries)) {
-        PyErr_SetString(PyExc_ValueError, "encode_records: one properties string per entry");
-        return NULL;
-    }
+    PyObject *entries = args[5];
     long long pos, room, max_size, nums[3];
     record_fields r;
     if (position_args(args + 1, &pos, &room) < 0 || int_args(args + 3, 1, &max_size) < 0
-        || shared_fields(args + 7, &r) < 0 || int_args(args + 15, 3, nums) < 0)
+        || shared_fields(args + 6, &r) < 0 || int_args(args + 14, 3, nums) < 0)
         return NULL;
     long long first_queue_offset = nums[0], base_offset = nums[1];
     r.prepared_transaction_offset = 0;
@@ -1186,7 +1221,7 @@ static PyObject *encode_records(PyObject *module, PyObject *const *args, Py_ssiz
         long long limit = max_size > room - pos ? room : pos + max_size, size;
         if (limit < pos)
             limit = pos;
-        if (record_write(&out, pos, limit, args[4], PyList_GET_ITEM(properties, i), PyTuple_GET_ITEM(entry, 1), &r,
+        if (record_write(&out, pos, limit, args[4], PyTuple_GET_ITEM(entry, 2), PyTuple_GET_ITEM(entry, 1), &r,
                          &size) < 0)
             goto fail;
         if (size < 0) {
@@ -1207,6 +1242,152 @@ static PyObject *encode_records(PyObject *module, PyObject *const *args, Py_ssiz
 fail:
     Py_XDECREF(sizes);
     PyBuffer_Release(&out);
+    return NULL;
+}
+
+/* ---- the dispatch requests of a batch's records ---- */
+
+/* The members of a RecordInfo, in the order of its fields (what batch_record_infos sets). */
+#define INFO_MEMBERS 10
+static const char *const info_member_names[INFO_MEMBERS] = {
+    "size", "topic", "queue_id", "queue_offset", "commit_log_offset", "sys_flag", "store_timestamp", "tags_code",
+    "prepared_transaction_offset", "properties_string"};
+static PyTypeObject *info_type;   /* the class info_offsets are of (a strong reference) */
+static Py_ssize_t info_offsets[INFO_MEMBERS];
+
+/* The offsets of ``cls``'s slots named as the fields above, found once per class: 0, or -1 with
+ * TypeError when it is not a class with a writable slot of each name. */
+static int info_layout(PyObject *cls)
+{
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "batch_record_infos: record_type is a class");
+        return -1;
+    }
+    PyTypeObject *t = (PyTypeObject *)cls;
+    if (t == info_type)
+        return 0;
+    Py_ssize_t offsets[INFO_MEMBERS];
+    for (int k = 0; k < INFO_MEMBERS; k++) {
+        offsets[k] = -1;
+        for (PyTypeObject *b = t; b != NULL && offsets[k] < 0; b = b->tp_base) {
+            for (PyMemberDef *m = b->tp_members; m != NULL && m->name != NULL; m++) {
+                if (strcmp(m->name, info_member_names[k]) == 0) {
+                    if (m->type == T_OBJECT_EX && !(m->flags & READONLY))
+                        offsets[k] = m->offset;
+                    break;
+                }
+            }
+        }
+        if (offsets[k] < 0) {
+            PyErr_Format(PyExc_TypeError, "batch_record_infos: %s has no writable slot %s", t->tp_name,
+                         info_member_names[k]);
+            return -1;
+        }
+    }
+    Py_INCREF(t);
+    Py_XSETREF(info_type, t);
+    memcpy(info_offsets, offsets, sizeof offsets);
+    return 0;
+}
+
+PyDoc_STRVAR(batch_record_infos_doc,
+"batch_record_infos(record_type, entries, sizes, tags_name, topic, queue_id, first_queue_offset,\n"
+"                   begin, sys_flag, store_timestamp, msg_id_prefix) -> (list, str)\n\n"
+"The dispatch requests of a batch's records as encode_records wrote them from ``begin``: for\n"
+"entry ``i`` ((flag, body, properties)) of size ``sizes[i]``, a ``record_type`` (a class with\n"
+"RecordInfo's slots) with queue offset ``first_queue_offset + i``, its commit log offset, the\n"
+"tags code of the ``tags_name`` property; and the records' offset msgIds joined by commas, each\n"
+"``msg_id_prefix`` (ASCII) and the offset in 16 upper-case hex digits. Raises ValueError for a\n"
+"negative ``begin``, not one size per entry, or a prefix that is not ASCII; TypeError for a\n"
+"record_type without those slots.");
+
+static PyObject *batch_record_infos(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 11 || !PyList_Check(args[1]) || !PyList_Check(args[2]) || !PyUnicode_Check(args[3])
+        || !PyUnicode_Check(args[10])) {
+        PyErr_SetString(PyExc_TypeError, "batch_record_infos(record_type, entries: list, sizes: list, tags_name: str, "
+                                         "topic, queue_id, first_queue_offset, begin, sys_flag, store_timestamp, "
+                                         "msg_id_prefix: str)");
+        return NULL;
+    }
+    PyObject *entries = args[1], *sizes = args[2], *tags_name = args[3], *prefix = args[10];
+    Py_ssize_t n = PyList_GET_SIZE(entries), prefix_len = PyUnicode_GET_LENGTH(prefix);
+    long long nums[2];
+    if (info_layout(args[0]) < 0 || int_args(args + 6, 2, nums) < 0)
+        return NULL;
+    long long queue_offset = nums[0], offset = nums[1];
+    if (PyList_GET_SIZE(sizes) != n || offset < 0 || !PyUnicode_IS_ASCII(prefix)
+        || PyUnicode_GET_LENGTH(tags_name) == 0) {
+        PyErr_SetString(PyExc_ValueError, "batch_record_infos: one size per entry, a begin >= 0, an ASCII msgId "
+                                          "prefix and a tags name");
+        return NULL;
+    }
+    if (queue_offset > LLONG_MAX - n) {
+        PyErr_SetString(PyExc_OverflowError, "batch_record_infos: the queue offsets run past 64 bits");
+        return NULL;
+    }
+    PyTypeObject *t = info_type;
+    PyObject *infos = PyList_New(n), *zero = PyLong_FromLong(0);
+    PyObject *ids = n ? PyUnicode_New(n * (prefix_len + 17) - 1, 127) : PyUnicode_New(0, 127);
+    if (infos == NULL || zero == NULL || ids == NULL)
+        goto fail;
+    Py_UCS1 *w = PyUnicode_1BYTE_DATA(ids);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *entry = PyList_GET_ITEM(entries, i), *size_obj = PyList_GET_ITEM(sizes, i);
+        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 3 || !PyUnicode_Check(PyTuple_GET_ITEM(entry, 2))) {
+            PyErr_SetString(PyExc_TypeError, "batch_record_infos: an entry is a (flag, body, properties: str) tuple");
+            goto fail;
+        }
+        PyObject *props = PyTuple_GET_ITEM(entry, 2);
+        long long size = PyLong_AsLongLong(size_obj);
+        if (size == -1 && PyErr_Occurred())
+            goto fail;
+        if (size < 0) {
+            PyErr_SetString(PyExc_ValueError, "batch_record_infos: a negative size");
+            goto fail;
+        }
+        if (offset > LLONG_MAX - size) {
+            PyErr_SetString(PyExc_OverflowError, "batch_record_infos: the records end past a 64-bit offset");
+            goto fail;
+        }
+        Py_ssize_t start, stop;
+        int found = property_range(props, tags_name, &start, &stop);
+        if (found < 0)
+            goto fail;
+        PyObject *values[INFO_MEMBERS] = {
+            Py_NewRef(size_obj), Py_NewRef(args[4]), Py_NewRef(args[5]), PyLong_FromLongLong(queue_offset + i),
+            PyLong_FromLongLong(offset), Py_NewRef(args[8]), Py_NewRef(args[9]),
+            PyLong_FromLong(found ? (long)(int32_t)java_hash_range(0, props, start, stop) : 0), Py_NewRef(zero),
+            Py_NewRef(props)};
+        PyObject *info = t->tp_alloc(t, 0);
+        int failed = info == NULL;
+        for (int k = 0; k < INFO_MEMBERS; k++) {
+            if (values[k] == NULL)
+                failed = 1;
+            if (failed)
+                Py_XDECREF(values[k]);
+            else
+                *(PyObject **)((char *)info + info_offsets[k]) = values[k];
+        }
+        if (failed) {
+            Py_XDECREF(info);
+            goto fail;
+        }
+        PyList_SET_ITEM(infos, i, info);
+        if (i > 0)
+            *w++ = ',';
+        memcpy(w, PyUnicode_1BYTE_DATA(prefix), (size_t)prefix_len);
+        w += prefix_len;
+        for (int d = 15; d >= 0; d--)
+            *w++ = (Py_UCS1)"0123456789ABCDEF"[((unsigned long long)offset >> (4 * d)) & 0xF];
+        offset += size;
+    }
+    Py_DECREF(zero);
+    return Py_BuildValue("(NN)", infos, ids);
+fail:
+    Py_XDECREF(infos);
+    Py_XDECREF(zero);
+    Py_XDECREF(ids);
     return NULL;
 }
 
@@ -1349,7 +1530,7 @@ static PyObject *properties_to_string(PyObject *module, PyObject *const *args, P
     pieces = PyList_New(n ? 4 * n - 1 : 0);
     if (pieces == NULL)
         goto done;
-    PyObject *name_value = PyUnicode_FromOrdinal(0x01), *pair = PyUnicode_FromOrdinal(0x02);
+    PyObject *name_value = PyUnicode_FromOrdinal(0x01), *pair = PyUnicode_FromOrdinal(PROPERTY_SEPARATOR_CHAR);
     if (name_value == NULL || pair == NULL) {
         Py_XDECREF(name_value);
         Py_XDECREF(pair);
@@ -1674,6 +1855,7 @@ static PyMethodDef native_methods[] = {
     {"property_value", (PyCFunction)(void (*)(void))property_value, METH_FASTCALL, property_value_doc},
     {"encode_record", (PyCFunction)(void (*)(void))encode_record, METH_FASTCALL, encode_record_doc},
     {"encode_records", (PyCFunction)(void (*)(void))encode_records, METH_FASTCALL, encode_records_doc},
+    {"batch_record_infos", (PyCFunction)(void (*)(void))batch_record_infos, METH_FASTCALL, batch_record_infos_doc},
     {"parse_java_int", (PyCFunction)(void (*)(void))parse_java_int, METH_FASTCALL | METH_KEYWORDS, parse_java_int_doc},
     {"properties_to_string", (PyCFunction)(void (*)(void))properties_to_string, METH_FASTCALL,
      properties_to_string_doc},
@@ -1721,6 +1903,7 @@ static int native_exec(PyObject *m)
         || PyModule_AddIntConstant(m, "TRANSACTION_MASK", TRANSACTION_MASK) < 0
         || PyModule_AddIntConstant(m, "TRANSACTION_ROLLBACK_TYPE", TRANSACTION_ROLLBACK_TYPE) < 0
         || PyModule_AddIntConstant(m, "KEY_SEPARATOR_CHAR", KEY_SEPARATOR_CHAR) < 0
+        || PyModule_AddIntConstant(m, "PROPERTY_SEPARATOR_CHAR", PROPERTY_SEPARATOR_CHAR) < 0
         || PyModule_AddIntConstant(m, "BATCH_ENTRY_HEAD_SIZE", BATCH_ENTRY_HEAD_SIZE) < 0
         || PyModule_AddIntConstant(m, "QUEUE_OFFSET_POSITION", QUEUE_OFFSET_POSITION) < 0
         || PyModule_AddIntConstant(m, "PHYSICAL_OFFSET_POSITION", PHYSICAL_OFFSET_POSITION) < 0

@@ -64,6 +64,7 @@ from pyrmq.codec.message_props import (
     string_to_properties,
     tags_string_to_tags_code,
 )
+from pyrmq.codec.text import INT64_MAX, INT64_MIN
 
 # What records are read from (a file mapping, a view of one, a response body) and written into.
 ReadBuffer: TypeAlias = "bytes | bytearray | memoryview | mmap.mmap"
@@ -226,21 +227,18 @@ encode_record = native_function("encode_record", encode_record_py, {
     "MAX_TOPIC_LENGTH_V1": MAX_TOPIC_LENGTH_V1, "MAX_PROPERTIES_LENGTH": MAX_PROPERTIES_LENGTH,
     "BORNHOST_V6_FLAG": MessageSysFlag.BORNHOST_V6_FLAG,
     "STOREHOSTADDRESS_V6_FLAG": MessageSysFlag.STOREHOSTADDRESS_V6_FLAG})
-def encode_records_py(buf: WriteBuffer, pos: int, room: int, max_size: int, topic: str, properties: list[str],
+def encode_records_py(buf: WriteBuffer, pos: int, room: int, max_size: int, topic: str,
                       entries: list[tuple[int, bytes, str]], queue_id: int, sys_flag: int, born_timestamp: int,
                       born_ip: bytes, born_port: int, store_ip: bytes, store_port: int, reconsume_times: int,
                       first_queue_offset: int, base_offset: int, store_timestamp: int) -> list[int] | None:
     """The records of a batch, one after the other from ``buf[pos:]``, as :func:`encode_record`
-    writes them: entry ``i`` ((flag, body, _) as split_batch gives it) with ``properties[i]``,
-    queue offset ``first_queue_offset + i``, physical offset ``base_offset`` plus its position,
-    each ending below ``room`` and at most ``max_size`` bytes long. Returns their sizes, or None
-    when one did not fit (those before it are written). Raises what encode_record raises,
-    ValueError when there is not one properties string per entry. The twin of
-    ``_native.encode_records``."""
-    if len(properties) != len(entries):
-        raise ValueError("encode_records: one properties string per entry")
+    writes them: entry ``i`` ((flag, body, properties) as split_batch gives it, with a suffix)
+    with queue offset ``first_queue_offset + i``, physical offset ``base_offset`` plus its
+    position, each ending below ``room`` and at most ``max_size`` bytes long. Returns their
+    sizes, or None when one did not fit (those before it are written). Raises what
+    encode_record raises. The twin of ``_native.encode_records``."""
     sizes = []
-    for i, ((flag, body, _), props) in enumerate(zip(entries, properties)):
+    for i, (flag, body, props) in enumerate(entries):
         size = encode_record_py(buf, pos, max(pos, min(room, pos + max_size)), topic, props, body, queue_id, flag,
                                 sys_flag, born_timestamp, born_ip, born_port, store_ip, store_port, reconsume_times,
                                 0, first_queue_offset + i, base_offset + pos, store_timestamp)
@@ -387,6 +385,49 @@ class RecordInfo:
 _KEYS_NAME = MessageConst.PROPERTY_KEYS + NAME_VALUE_SEPARATOR
 _UNIQ_KEY_NAME = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX + NAME_VALUE_SEPARATOR
 _TAGS_NAME = MessageConst.PROPERTY_TAGS + NAME_VALUE_SEPARATOR
+
+
+def batch_record_infos_py(record_type: type[RecordInfo], entries: list[tuple[int, bytes, str]], sizes: list[int],
+                          tags_name: str, topic: str, queue_id: int, first_queue_offset: int, begin: int,
+                          sys_flag: int, store_timestamp: int, msg_id_prefix: str) -> tuple[list[RecordInfo], str]:
+    """The dispatch requests of a batch's records as :func:`encode_records` wrote them from
+    commit log offset ``begin`` (entry ``i`` with size ``sizes[i]`` and queue offset
+    ``first_queue_offset + i``; its tags code from the ``tags_name`` property of its stored
+    properties, as the record walker reads it), and their offset msgIds joined by commas. The
+    twin of ``_native.batch_record_infos``, which builds each ``record_type`` without calling it."""
+    if not all(INT64_MIN <= n <= INT64_MAX for n in (first_queue_offset, begin)):
+        raise OverflowError("batch_record_infos: an offset past 64 bits")
+    if len(sizes) != len(entries) or begin < 0 or not msg_id_prefix.isascii() or not tags_name:
+        raise ValueError("batch_record_infos: one size per entry, a begin >= 0, an ASCII msgId prefix and a tags name")
+    if first_queue_offset > INT64_MAX - len(entries):
+        raise OverflowError("batch_record_infos: the queue offsets run past 64 bits")
+    infos = []
+    msg_ids = []
+    offset = begin
+    for i, ((_, _, props), size) in enumerate(zip(entries, sizes)):
+        if not INT64_MIN <= size <= INT64_MAX:
+            raise OverflowError("batch_record_infos: a size past 64 bits")
+        if size < 0:
+            raise ValueError("batch_record_infos: a negative size")
+        if offset > INT64_MAX - size:
+            raise OverflowError("batch_record_infos: the records end past a 64-bit offset")
+        infos.append(record_type(size, topic, queue_id, first_queue_offset + i, offset, sys_flag, store_timestamp,
+                                 tags_string_to_tags_code(property_value(props, tags_name)), 0, props))
+        msg_ids.append(f"{msg_id_prefix}{offset:016X}")
+        offset += size
+    return infos, ",".join(msg_ids)
+
+
+_batch_record_infos = native_function("batch_record_infos", batch_record_infos_py)
+
+
+def batch_record_infos(entries: list[tuple[int, bytes, str]], sizes: list[int], topic: str, queue_id: int,
+                       first_queue_offset: int, begin: int, sys_flag: int, store_timestamp: int,
+                       msg_id_prefix: str) -> tuple[list[RecordInfo], str]:
+    """:class:`RecordInfo` of each record of a batch and the batch's msgIds (C when built): see
+    :func:`batch_record_infos_py`."""
+    return _batch_record_infos(RecordInfo, entries, sizes, _TAGS_NAME, topic, queue_id, first_queue_offset, begin,
+                               sys_flag, store_timestamp, msg_id_prefix)
 
 
 def _decode_fields(buf: ReadBuffer, pos: int,
@@ -572,7 +613,7 @@ __all__ = [
     "MAX_PROPERTIES_LENGTH", "MAX_TOPIC_LENGTH_V1", "MessageConst", "NO_ROOM",
     "MessageExt", "MessageFormatError", "MessageRecordV1", "MessageRecordV2", "MessageSysFlag",
     "NAME_VALUE_SEPARATOR", "PROPERTY_SEPARATOR", "RecordInfo", "RecordLayout", "body_crc",
-    "bytes_to_host", "check_record", "create_offset_msg_id", "decode_batch", "decode_message", "split_batch",
+    "batch_record_infos", "bytes_to_host", "check_record", "create_offset_msg_id", "decode_batch", "decode_message", "split_batch",
     "decode_messages", "decode_offset_msg_id", "decode_record_layout", "encode_batch", "encode_message_record",
     "encode_message_record_bytes", "encode_record", "encode_records", "host_to_bytes", "java_string_hash",
     "offset_msg_id_prefix", "pickup_store_timestamp", "record_properties_string", "properties_to_string", "property_value", "record_length",

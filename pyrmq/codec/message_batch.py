@@ -12,7 +12,8 @@ from typing import Iterable
 
 from construct import Bytes, Int16sb, Int32sb, Struct, this
 
-from pyrmq.codec.message_props import MAX_BATCH_ENTRIES, MAX_PROPERTIES_LENGTH, MessageFormatError
+from pyrmq.codec.message_props import (MAX_BATCH_ENTRIES, MAX_PROPERTIES_LENGTH, PROPERTY_SEPARATOR,
+                                      MessageFormatError)
 from pyrmq.codec.native import native_function
 
 _INT16 = struct.Struct(">h")
@@ -42,10 +43,14 @@ class BatchEntry:
     properties: str
 
 
-def split_batch_py(body: bytes | memoryview, max_entries: int) -> list[tuple[int, bytes, str]]:
+def split_batch_py(body: bytes | memoryview, max_entries: int,
+                   suffix: str | None = None) -> list[tuple[int, bytes, str]]:
     """The (flag, body, properties) of each entry of a batch send body; every length is checked
-    before slicing. ValueError for a body that does not split into whole entries, has more than
-    ``max_entries`` of them, or properties that are not UTF-8."""
+    before slicing. With a ``suffix`` (the batch's own properties), each entry's properties end
+    with it as the entry's stored record holds them (Apache's batch encoder): a separator between
+    the two when both are non-empty and the entry's do not end with one. ValueError for a body
+    that does not split into whole entries, has more than ``max_entries`` of them, or properties
+    that are not UTF-8."""
     mv = memoryview(body)
     n = len(mv)
     pos = 0
@@ -72,19 +77,25 @@ def split_batch_py(body: bytes | memoryview, max_entries: int) -> list[tuple[int
             props = str(mv[p:end], "utf-8")
         except UnicodeDecodeError:
             raise ValueError(f"batch entry at {pos}: properties are not UTF-8") from None
+        if suffix:
+            props += suffix if not props or props.endswith(PROPERTY_SEPARATOR) else PROPERTY_SEPARATOR + suffix
         out.append((flag, entry_body, props))
         pos = end
     return out
 
 
-_split_batch = native_function("split_batch", split_batch_py, {"BATCH_ENTRY_HEAD_SIZE": BATCH_ENTRY_HEAD.size})
+_split_batch = native_function("split_batch", split_batch_py, {
+    "BATCH_ENTRY_HEAD_SIZE": BATCH_ENTRY_HEAD.size, "PROPERTY_SEPARATOR_CHAR": ord(PROPERTY_SEPARATOR),
+    "MAX_PROPERTIES_LENGTH": MAX_PROPERTIES_LENGTH})
 
 
-def split_batch(body: bytes | memoryview, max_entries: int = MAX_BATCH_ENTRIES) -> list[tuple[int, bytes, str]]:
-    """The (flag, body, properties) of each entry of a batch send body (C when built); raises
+def split_batch(body: bytes | memoryview, max_entries: int = MAX_BATCH_ENTRIES,
+                suffix: str | None = None) -> list[tuple[int, bytes, str]]:
+    """The (flag, body, properties) of each entry of a batch send body (C when built), each
+    entry's properties followed by ``suffix`` as :func:`split_batch_py` says; raises
     MessageFormatError for a malformed one."""
     try:
-        return _split_batch(body, max_entries)
+        return _split_batch(body, max_entries, suffix)
     except ValueError as e:
         raise MessageFormatError(str(e)) from None
 

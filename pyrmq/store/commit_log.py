@@ -23,18 +23,16 @@ from pyrmq.codec.message import (
     PROPERTY_SEPARATOR,
     RecordInfo,
     WriteBuffer,
+    batch_record_infos,
     offset_msg_id_prefix,
     encode_record,
     encode_records,
     host_to_bytes,
     pickup_store_timestamp,
-    property_value,
     record_length,
     split_batch,
-    tags_string_to_tags_code,
     with_host_flags,
 )
-from pyrmq.codec.message import MessageConst
 from pyrmq.store.mapped_file import MappedFile
 from pyrmq.store.mapped_file_queue import MappedFileQueue
 from pyrmq.store.model import (
@@ -48,7 +46,6 @@ from pyrmq.store.model import (
 )
 
 log = logging.getLogger(__name__)
-_TAGS = MessageConst.PROPERTY_TAGS + "\x01"
 
 # 4.9.8 and 5.x encoders accept a whole record of up to maxMessageSize plus this much
 # (topic, properties and the fixed fields around a maximal body)
@@ -330,17 +327,14 @@ class CommitLog:
         """Append each batch entry as its own record, consecutive queue offsets (message.md §5),
         all in one file: into the current one when they fit there, else into the file
         ``_writable_file`` makes room in."""
-        try:
-            entries = split_batch(batch.body)
+        batch_props = batch.properties_string
+        try:   # each entry with the properties its record stores: its own, then the batch's
+            entries = split_batch(batch.body, suffix=batch_props)
         except MessageFormatError as e:
             raise AppendError(PutMessageStatus.MESSAGE_ILLEGAL, f"bad batch body: {e}") from e
         if not entries:
             raise AppendError(PutMessageStatus.MESSAGE_ILLEGAL, "empty batch")
         born_ip, store_ip, sys_flag, prefix = self._hosts(batch)
-        batch_props = batch.properties_string
-        # each entry's properties end with the batch's (separated unless empty or ending with one)
-        properties = [props + PROPERTY_SEPARATOR + batch_props if props and not props.endswith(PROPERTY_SEPARATOR)
-                      else props + batch_props for _, _, props in entries]
         key = f"{batch.topic}-{batch.queue_id}"
         first_queue_offset = self.topic_queue_table.get(key, 0)
         store_timestamp = now_ms()
@@ -354,45 +348,40 @@ class CommitLog:
                 sys_flag, 0, len(batch.topic.encode()), len(batch_props.encode()) + len(PROPERTY_SEPARATOR))
             self._reserve_ahead(mf, bound)
         try:
-            sizes = None if mf is None else self._write_entries(mf, entries, properties, fields, first_queue_offset,
+            sizes = None if mf is None else self._write_entries(mf, entries, fields, first_queue_offset,
                                                                  store_timestamp)
             if mf is None or sizes is None:   # no room in the current file: the sizes, then a file with room
                 topic, queue_id, host_fields = fields[0], fields[1], fields[2:]
                 sizes = [-encode_record(NO_ROOM, 0, 0, topic, props, body, queue_id, flag, *host_fields, 0, 0, 0,
-                                        store_timestamp) for (flag, body, _), props in zip(entries, properties)]
+                                        store_timestamp) for flag, body, props in entries]
                 total = sum(sizes)
                 if total > self.config.mapped_file_size_commit_log - END_FILE_MIN_BLANK_LENGTH or max(
                         sizes) > self._max_record_size:
                     raise AppendError(PutMessageStatus.MESSAGE_ILLEGAL, f"batch of {total} bytes too large")
                 mf = self._writable_file(total)
-                sizes = self._write_entries(mf, entries, properties, fields, first_queue_offset, store_timestamp)
+                sizes = self._write_entries(mf, entries, fields, first_queue_offset, store_timestamp)
                 assert sizes is not None, "a file made room for a batch it has no room for"
         except (ValueError, struct.error) as e:   # struct.error: a field past its range
             raise AppendError(PutMessageStatus.MESSAGE_ILLEGAL, str(e)) from e
         except OSError as e:   # the write (SYNC_FLUSH): EIO
             raise AppendError(put_status_of(e), f"cannot write to the commit log: {e}") from e
 
-        begin = offset = mf.file_from_offset + mf.wrote_position
-        dispatches = []
-        msg_ids = []
-        for i, (size, props, (_, _, entry_props)) in enumerate(zip(sizes, properties, entries)):
-            tags_code = tags_string_to_tags_code(property_value(entry_props, _TAGS))
-            dispatches.append(RecordInfo(size, batch.topic, batch.queue_id, first_queue_offset + i, offset,
-                                         sys_flag, store_timestamp, tags_code, 0, props))
-            msg_ids.append(f"{prefix}{offset:016X}")
-            offset += size
-        mf.wrote_position += offset - begin
-        self.mapped_file_queue.commit(offset, store_timestamp)
+        begin = mf.file_from_offset + mf.wrote_position
+        wrote = sum(sizes)
+        dispatches, msg_ids = batch_record_infos(entries, sizes, batch.topic, batch.queue_id, first_queue_offset,
+                                                 begin, sys_flag, store_timestamp, prefix)
+        mf.wrote_position += wrote
+        self.mapped_file_queue.commit(begin + wrote, store_timestamp)
         self.topic_queue_table[key] = first_queue_offset + len(entries)
         result = AppendMessageResult(
-            wrote_offset=begin, wrote_bytes=offset - begin, msg_id=",".join(msg_ids),
+            wrote_offset=begin, wrote_bytes=wrote, msg_id=msg_ids,
             store_timestamp=store_timestamp, logics_offset=first_queue_offset,
             msg_num=len(entries),
         )
         return result, dispatches
 
-    def _write_entries(self, mf: MappedFile, entries: list[tuple[int, bytes, str]], properties: list[str],
-                       fields: tuple[Any, ...], first_queue_offset: int, store_timestamp: int) -> list[int] | None:
+    def _write_entries(self, mf: MappedFile, entries: list[tuple[int, bytes, str]], fields: tuple[Any, ...],
+                       first_queue_offset: int, store_timestamp: int) -> list[int] | None:
         """Write a batch's records from ``mf``'s end (one C call when built); their sizes, or None
         when one has no room there or is too large (what was written is then cut off: a recovery
         never reads it)."""
@@ -400,7 +389,7 @@ class CommitLog:
         room = self._room(mf)
 
         def encode(target: WriteBuffer, pos: int, limit: int, base_offset: int) -> list[int] | None:
-            return encode_records(target, pos, limit, self._max_record_size, fields[0], properties, entries,
+            return encode_records(target, pos, limit, self._max_record_size, fields[0], entries,
                                   *(*fields[1:], first_queue_offset, base_offset, store_timestamp))
 
         buffer = self._write_buffer

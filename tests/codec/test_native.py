@@ -4,8 +4,10 @@ silently running the slow twins is a failure there, not a skip."""
 
 from __future__ import annotations
 
+import gc
 import os
 import random
+from dataclasses import dataclass
 
 import pytest
 from hypothesis import given, settings
@@ -44,6 +46,7 @@ def test_the_extension_is_built_and_bound():
         assert message_props.property_value is _native.property_value
         assert message.encode_record is _native.encode_record
         assert message.encode_records is _native.encode_records
+        assert message._batch_record_infos is _native.batch_record_infos
         assert text.parse_java_int is _native.parse_java_int
         assert message_props.properties_to_string is _native.properties_to_string
         assert send_header.plain_send_fields is _native.plain_send_fields
@@ -394,12 +397,19 @@ _entries = st.lists(st.tuples(st.integers(-2**31, 2**31 - 1), st.binary(max_size
 @settings(max_examples=1000, deadline=None)
 @given(entries=_entries, cuts=st.lists(st.integers(0, 400), max_size=2),
        flips=st.lists(st.tuples(st.integers(0, 400), st.integers(0, 255)), max_size=4),
-       max_entries=st.integers(0, 6))
-def test_split_batch_matches_the_twin_on_damaged_input(entries, cuts, flips, max_entries):
+       max_entries=st.integers(0, 6), suffix=st.one_of(st.none(), _text, st.sampled_from(["", "\x02", "W\x01t"])))
+def test_split_batch_matches_the_twin_on_damaged_input(entries, cuts, flips, max_entries, suffix):
     data = encode_batch([BatchEntry(*e) for e in entries])
     if max_entries >= len(entries):
         assert _native.split_batch(data, max_entries) == entries
-    _assert_alike(_native.split_batch, message_batch.split_batch_py, _damaged(data, flips, cuts), max_entries)
+        assert _native.split_batch(data, max_entries, None) == entries
+        # with a suffix, what Apache's batch encoder stores: a separator only between two
+        # non-empty parts, and not after one the entry's properties already end with
+        if suffix is not None:
+            assert _native.split_batch(data, max_entries, suffix) == [
+                (flag, body, props + suffix if not (props and suffix) or props.endswith("\x02")
+                 else props + "\x02" + suffix) for flag, body, props in entries]
+    _assert_alike(_native.split_batch, message_batch.split_batch_py, _damaged(data, flips, cuts), max_entries, suffix)
 
 
 @needs_native
@@ -508,17 +518,16 @@ def test_encode_record_writes_the_twins_bytes(topic, body, props, born_v6, store
 @settings(max_examples=300, deadline=None)
 @given(records=st.lists(st.tuples(st.integers(-2**31, 2**31), st.binary(max_size=80), st.text(_chars, max_size=30)),
                         max_size=6),
-       one_short=st.integers(0, 9).map(lambda n: n == 0), topic=st.text(_chars, max_size=8), v6=st.booleans(),
+       topic=st.text(_chars, max_size=8), v6=st.booleans(),
        pos=st.integers(-1, 40), room=st.one_of(st.integers(0, 900), st.just(900)),
        max_size=st.one_of(st.integers(0, 300), st.just(10**6)), first=st.integers(0, 2**63 - 1),
        base=st.integers(-2**63, 2**63 - 1))
-def test_encode_records_writes_the_twins_bytes(records, one_short, topic, v6, pos, room, max_size, first, base):
-    entries = [(flag, body, "") for flag, body, _ in records]
-    props = [p for _, _, p in records][:-1 if one_short and records else None]
+def test_encode_records_writes_the_twins_bytes(records, topic, v6, pos, room, max_size, first, base):
+    entries = list(records)
     ip = _V6_IP if v6 else _V4_IP
     shared = (3, message.with_host_flags(0, ip, _V4_IP), 1_700_000_000_000, ip, 5555, _V4_IP, 10911, 0)
     a, b = bytearray(b"\xaa" * 900), bytearray(b"\xaa" * 900)
-    args = (pos, room, max_size, topic, props, entries, *shared, first, base, 77)
+    args = (pos, room, max_size, topic, entries, *shared, first, base, 77)
     outcome = _outcome_of_any(_native.encode_records, a, *args)
     assert outcome == _outcome_of_any(message.encode_records_py, b, *args)
     assert a == b   # the same records written (or those before one that did not fit)
@@ -528,6 +537,65 @@ def test_encode_records_writes_the_twins_bytes(records, one_short, topic, v6, po
         if sizes:
             assert [(m.body, m.flag, m.queue_offset) for m in message.decode_messages(bytes(a[pos:pos + sum(sizes)]))] == [
                 (body, flag, first + i) for i, (flag, body, _) in enumerate(entries)]
+
+
+_record_info_args = st.tuples(
+    st.lists(st.tuples(st.just(0), st.just(b""), st.one_of(
+        st.text(_chars, max_size=30),
+        st.builds(lambda a, tags, b: f"{a}TAGS\x01{tags}\x02{b}", st.text(_chars, max_size=8),
+                  st.text(_chars, max_size=12), st.text(_chars, max_size=8)))), max_size=6),
+    st.lists(st.one_of(st.integers(0, 2**31 - 1), st.integers(-3, 3)), min_size=6, max_size=6),
+    st.text(_chars, max_size=8), st.integers(-2**31, 2**31 - 1),
+    st.one_of(st.integers(0, 2**40), st.integers(2**63 - 8, 2**63 + 2), st.integers(-2**63 - 2, 2)),
+    st.one_of(st.integers(0, 2**40), st.integers(2**63 - 2**33, 2**63 + 2), st.integers(-2**63 - 2, 2)),
+    st.integers(0, 0xFF), st.integers(0, 2**45), st.sampled_from(["7F00000100002A9F", "", "C0A80001\u00e9"]))
+
+
+@needs_native
+@settings(max_examples=500, deadline=None)
+@given(args=_record_info_args, one_size_short=st.booleans())
+def test_batch_record_infos_matches_the_twin(args, one_size_short):
+    entries, sizes, topic, queue_id, first, begin, sys_flag, store_timestamp, prefix = args
+    sizes = sizes[:len(entries) - (1 if one_size_short and entries else 0)]
+    call = (message.RecordInfo, entries, sizes, "TAGS\x01", topic, queue_id, first, begin, sys_flag,
+            store_timestamp, prefix)
+    expected = _outcome_of_any(message.batch_record_infos_py, *call)
+    assert _outcome_of_any(_native.batch_record_infos, *call) == expected
+    if expected == ("ok",):
+        infos, msg_ids = _native.batch_record_infos(*call)
+        assert (infos, msg_ids) == message.batch_record_infos_py(*call)
+        assert all(type(info) is message.RecordInfo for info in infos)
+
+
+@needs_native
+def test_batch_record_infos_builds_whole_record_infos():
+    entries = [(0, b"a", "TAGS\x01TagA\x02KEYS\x01k1"), (0, b"b", "UNIQ_KEY\x01u"), (0, b"c", "TAGS\x01\u00e9\U0001f600")]
+    infos, msg_ids = message.batch_record_infos(entries, [100, 120, 90], "T", 3, 7, 4096, 0, 1_700_000_000_000,
+                                                "7F00000100002A9F")
+    assert infos == [
+        message.RecordInfo(100, "T", 3, 7, 4096, 0, 1_700_000_000_000, java_string_hash("TagA"), 0, entries[0][2]),
+        message.RecordInfo(120, "T", 3, 8, 4196, 0, 1_700_000_000_000, 0, 0, entries[1][2]),
+        message.RecordInfo(90, "T", 3, 9, 4316, 0, 1_700_000_000_000, java_string_hash("\u00e9\U0001f600"), 0,
+                           entries[2][2])]
+    assert msg_ids == "7F00000100002A9F0000000000001000,7F00000100002A9F0000000000001064,7F00000100002A9F00000000000010DC"
+    assert (infos[0].keys, infos[1].uniq_key, infos[2].transaction_type) == ("k1", "u", 0)
+    infos[0].size = 1   # an ordinary instance: writable, collectable
+    del infos
+    gc.collect()
+
+
+@needs_native
+def test_batch_record_infos_refuses_a_class_without_the_slots():
+    class NoSlots:
+        pass
+
+    @dataclass(slots=True)
+    class TooFew:
+        size: int
+
+    for cls in (NoSlots, TooFew, 3):
+        with pytest.raises(TypeError):
+            _native.batch_record_infos(cls, [(0, b"", "")], [1], "TAGS\x01", "T", 0, 0, 0, 0, 0, "")
 
 
 @needs_native
