@@ -952,7 +952,7 @@ fail:
 #define BORNHOST_V6_FLAG 0x10
 #define STOREHOSTADDRESS_V6_FLAG 0x20
 
-static PyObject *zlib_crc32;   /* zlib.crc32, the CRC the twin takes (set in native_exec) */
+static PyObject *zlib_crc32;   /* zlib_ng's crc32, the CRC the twin takes (set in native_exec) */
 
 /* The fields of a record besides its topic, properties and body. ``in_range`` is 0 when one of
  * them does not fit the type the twin packs it into: struct.error, raised (as the twin packs
@@ -1889,7 +1889,7 @@ static int native_exec(PyObject *m)
             return -1;
     }
     if (zlib_crc32 == NULL) {
-        PyObject *zlib_module = PyImport_ImportModule("zlib");
+        PyObject *zlib_module = PyImport_ImportModule("zlib_ng.zlib_ng");   /* message_props.crc32 */
         if (zlib_module == NULL)
             return -1;
         zlib_crc32 = PyObject_GetAttrString(zlib_module, "crc32");

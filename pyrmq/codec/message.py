@@ -12,7 +12,6 @@ Sans-I/O: no files, no sockets, no trio.
 from __future__ import annotations
 
 import struct
-import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
@@ -55,6 +54,7 @@ from pyrmq.codec.message_props import (
     MessageSysFlag,
     bytes_to_host,
     create_offset_msg_id,
+    crc32,
     offset_msg_id_prefix,
     decode_offset_msg_id,
     host_to_bytes,
@@ -159,8 +159,9 @@ def record_length(sys_flag: int, body_length: int, topic_length: int, properties
     )
 
 
-def body_crc(body: bytes | memoryview) -> int:
-    return zlib.crc32(body) & 0x7FFFFFFF
+def body_crc(body: bytes | bytearray | memoryview) -> int:
+    """A record's BODYCRC: Java's UtilAll.crc32, CRC-32 kept to 31 bits."""
+    return crc32(body) & 0x7FFFFFFF
 
 
 # --------------------------------------------------------------------------------------------
@@ -565,7 +566,7 @@ def check_record(buf: ReadBuffer, pos: int, limit: int, *, check_crc: bool = Tru
     if expected_offset is not None and phy_offset != expected_offset:
         return None
     if check_crc and body_length > 0:
-        if zlib.crc32(buf[body_start:body_start + body_length]) & 0x7FFFFFFF != crc:
+        if body_crc(buf[body_start:body_start + body_length]) != crc:
             return None
     topic_bytes = bytes(buf[topic_start:topic_start + topic_length])
     if not topic_bytes or b"\x00" in topic_bytes:

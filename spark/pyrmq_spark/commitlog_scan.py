@@ -18,7 +18,6 @@ which a crash leaves and recovery would truncate: skipped, never an error.
 from __future__ import annotations
 
 import struct
-import zlib
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -31,6 +30,7 @@ from pyrmq.codec.message import (
     MessageConst,
     MessageFormatError,
     RecordInfo,
+    body_crc,
     bytes_to_host,
     check_record,
     decode_record_layout,
@@ -223,7 +223,7 @@ def _row(buf: Any, pos: int, limit: int, info: RecordInfo, wanted: frozenset[str
     if "body" in wanted or verify_crc:
         body = memoryview(buf)[layout.body_start:layout.body_start + layout.body_length]
         try:
-            if verify_crc and layout.body_length and zlib.crc32(body) & 0x7FFFFFFF != f[_F_CRC]:
+            if verify_crc and layout.body_length and body_crc(body) != f[_F_CRC]:
                 row["_corrupt"] = f"body CRC mismatch at {info.commit_log_offset}"
             if "body" in wanted:
                 if decompress:
