@@ -1322,7 +1322,7 @@ static PyObject *batch_record_infos(PyObject *module, PyObject *const *args, Py_
                                           "prefix and a tags name");
         return NULL;
     }
-    if (queue_offset > LLONG_MAX - n) {
+    if (n > 0 && queue_offset > LLONG_MAX - (n - 1)) {   /* the last one's queue offset */
         PyErr_SetString(PyExc_OverflowError, "batch_record_infos: the queue offsets run past 64 bits");
         return NULL;
     }
@@ -1388,6 +1388,99 @@ fail:
     Py_XDECREF(infos);
     Py_XDECREF(zero);
     Py_XDECREF(ids);
+    return NULL;
+}
+
+#define CQ_UNIT_SIZE 20   /* commit log offset (int64), size (int32), tags code (int64) */
+
+PyDoc_STRVAR(consume_queue_units_doc,
+"consume_queue_units(record_type, records: Sequence) -> bytes | None\n\n"
+"The consume queue units (commit log offset, size, tags code) of ``records`` one after the\n"
+"other, when they are consecutive records of one queue: each a ``record_type`` (a class with\n"
+"RecordInfo's slots), of the first one's topic, queue_id and sys_flag, at its queue offset plus\n"
+"its position. None otherwise (or when there are none). Raises struct.error for a field outside\n"
+"the unit's types.");
+
+static PyObject *consume_queue_units(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "consume_queue_units(record_type, records)");
+        return NULL;
+    }
+    if (info_layout(args[0]) < 0)
+        return NULL;
+    PyObject *records = PySequence_Fast(args[1], "consume_queue_units: records is a sequence");
+    if (records == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(records);
+    PyObject **items = PySequence_Fast_ITEMS(records);
+    PyTypeObject *t = info_type;
+    PyObject *out = NULL;
+#define INFO_MEMBER(r, k) (*(PyObject **)((char *)(r) + info_offsets[k]))
+    if (n == 0 || Py_TYPE(items[0]) != t)
+        goto not_one_queue;
+    PyObject *first = items[0], *first_qo = INFO_MEMBER(first, 3);
+    if (first_qo == NULL || !PyLong_CheckExact(first_qo))
+        goto not_one_queue;
+    int overflow = 0;
+    long long first_queue_offset = PyLong_AsLongLongAndOverflow(first_qo, &overflow);
+    if (overflow || first_queue_offset > LLONG_MAX - (n - 1))   /* the last one's queue offset */
+        goto not_one_queue;
+    if ((out = PyBytes_FromStringAndSize(NULL, n * CQ_UNIT_SIZE)) == NULL)
+        goto fail;
+    unsigned char *w = (unsigned char *)PyBytes_AS_STRING(out);
+    /* size (0), topic (1), queue_id (2), queue_offset (3), commit_log_offset (4), sys_flag (5), tags_code (7) */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *r = items[i];
+        if (Py_TYPE(r) != t)
+            goto not_one_queue;
+        for (int k = 0; k < INFO_MEMBERS; k++) {
+            if (INFO_MEMBER(r, k) == NULL)   /* a slot never set: not a record this builds units of */
+                goto not_one_queue;
+        }
+        if (i > 0) {
+            static const int same[3] = {1, 2, 5};
+            for (int j = 0; j < 3; j++) {
+                int eq = PyObject_RichCompareBool(INFO_MEMBER(r, same[j]), INFO_MEMBER(first, same[j]), Py_EQ);
+                if (eq < 0)
+                    goto fail;
+                if (!eq)
+                    goto not_one_queue;
+            }
+        }
+        PyObject *qo = INFO_MEMBER(r, 3);
+        if (!PyLong_CheckExact(qo))
+            goto not_one_queue;
+        long long queue_offset = PyLong_AsLongLongAndOverflow(qo, &overflow);
+        if (overflow || queue_offset != first_queue_offset + i)
+            goto not_one_queue;
+        long long offset, size, tags_code;
+        /* what is not an int is outside the unit's types, as struct.pack finds it */
+        int in_range = PyLong_Check(INFO_MEMBER(r, 4)) && PyLong_Check(INFO_MEMBER(r, 0))
+                       && PyLong_Check(INFO_MEMBER(r, 7));
+        if (in_range && (packed_field(INFO_MEMBER(r, 4), 64, &offset, &in_range) < 0
+            || packed_field(INFO_MEMBER(r, 0), 32, &size, &in_range) < 0
+            || packed_field(INFO_MEMBER(r, 7), 64, &tags_code, &in_range) < 0))
+            goto fail;
+        if (!in_range) {
+            PyErr_SetString(struct_error, "a consume queue unit field is outside its type");
+            goto fail;
+        }
+        put_be64(w, (uint64_t)offset);
+        put_be32(w + 8, (uint32_t)size);
+        put_be64(w + 12, (uint64_t)tags_code);
+        w += CQ_UNIT_SIZE;
+    }
+#undef INFO_MEMBER
+    Py_DECREF(records);
+    return out;
+not_one_queue:
+    Py_XDECREF(out);
+    Py_DECREF(records);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(out);
+    Py_DECREF(records);
     return NULL;
 }
 
@@ -1856,6 +1949,7 @@ static PyMethodDef native_methods[] = {
     {"encode_record", (PyCFunction)(void (*)(void))encode_record, METH_FASTCALL, encode_record_doc},
     {"encode_records", (PyCFunction)(void (*)(void))encode_records, METH_FASTCALL, encode_records_doc},
     {"batch_record_infos", (PyCFunction)(void (*)(void))batch_record_infos, METH_FASTCALL, batch_record_infos_doc},
+    {"consume_queue_units", (PyCFunction)(void (*)(void))consume_queue_units, METH_FASTCALL, consume_queue_units_doc},
     {"parse_java_int", (PyCFunction)(void (*)(void))parse_java_int, METH_FASTCALL | METH_KEYWORDS, parse_java_int_doc},
     {"properties_to_string", (PyCFunction)(void (*)(void))properties_to_string, METH_FASTCALL,
      properties_to_string_doc},
@@ -1904,6 +1998,7 @@ static int native_exec(PyObject *m)
         || PyModule_AddIntConstant(m, "TRANSACTION_ROLLBACK_TYPE", TRANSACTION_ROLLBACK_TYPE) < 0
         || PyModule_AddIntConstant(m, "KEY_SEPARATOR_CHAR", KEY_SEPARATOR_CHAR) < 0
         || PyModule_AddIntConstant(m, "PROPERTY_SEPARATOR_CHAR", PROPERTY_SEPARATOR_CHAR) < 0
+        || PyModule_AddIntConstant(m, "CQ_UNIT_SIZE", CQ_UNIT_SIZE) < 0
         || PyModule_AddIntConstant(m, "BATCH_ENTRY_HEAD_SIZE", BATCH_ENTRY_HEAD_SIZE) < 0
         || PyModule_AddIntConstant(m, "QUEUE_OFFSET_POSITION", QUEUE_OFFSET_POSITION) < 0
         || PyModule_AddIntConstant(m, "PHYSICAL_OFFSET_POSITION", PHYSICAL_OFFSET_POSITION) < 0

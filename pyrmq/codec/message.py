@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
+from typing import TYPE_CHECKING, Any, NamedTuple, Sequence, TypeAlias
 
 if TYPE_CHECKING:
     import mmap
@@ -64,6 +64,7 @@ from pyrmq.codec.message_props import (
     string_to_properties,
     tags_string_to_tags_code,
 )
+from pyrmq.codec.store_formats import CQ_UNIT
 from pyrmq.codec.text import INT64_MAX, INT64_MIN
 
 # What records are read from (a file mapping, a view of one, a response body) and written into.
@@ -400,7 +401,7 @@ def batch_record_infos_py(record_type: type[RecordInfo], entries: list[tuple[int
         raise OverflowError("batch_record_infos: an offset past 64 bits")
     if len(sizes) != len(entries) or begin < 0 or not msg_id_prefix.isascii() or not tags_name:
         raise ValueError("batch_record_infos: one size per entry, a begin >= 0, an ASCII msgId prefix and a tags name")
-    if first_queue_offset > INT64_MAX - len(entries):
+    if entries and first_queue_offset > INT64_MAX - (len(entries) - 1):
         raise OverflowError("batch_record_infos: the queue offsets run past 64 bits")
     infos = []
     msg_ids = []
@@ -420,6 +421,39 @@ def batch_record_infos_py(record_type: type[RecordInfo], entries: list[tuple[int
 
 
 _batch_record_infos = native_function("batch_record_infos", batch_record_infos_py)
+
+
+def consume_queue_units_py(record_type: type[RecordInfo], records: Sequence[RecordInfo]) -> bytes | None:
+    """The consume queue units (CQ_UNIT: commit log offset, size, tags code) of ``records`` one
+    after the other, when they are consecutive records of one queue: each a ``record_type``, of
+    the first one's topic, queue_id and sys_flag, at its queue offset plus its position. None
+    otherwise (or when there are none); struct.error for a field outside the unit's types. The
+    twin of ``_native.consume_queue_units``."""
+    if not records or type(records[0]) is not record_type:
+        return None
+    first = records[0]
+    first_queue_offset = first.queue_offset
+    if type(first_queue_offset) is not int or not INT64_MIN <= first_queue_offset <= INT64_MAX - (len(records) - 1):
+        return None
+    units = []
+    for i, r in enumerate(records):
+        if type(r) is not record_type or (i and (r.topic != first.topic or r.queue_id != first.queue_id
+                                                 or r.sys_flag != first.sys_flag)):
+            return None
+        if type(r.queue_offset) is not int or r.queue_offset != first_queue_offset + i:
+            return None
+        units.append(CQ_UNIT.pack(r.commit_log_offset, r.size, r.tags_code))
+    return b"".join(units)
+
+
+_consume_queue_units = native_function("consume_queue_units", consume_queue_units_py,
+                                       {"CQ_UNIT_SIZE": CQ_UNIT.size})
+
+
+def consume_queue_units(records: Sequence[RecordInfo]) -> bytes | None:
+    """The consume queue units of consecutive records of one queue (C when built): see
+    :func:`consume_queue_units_py`."""
+    return _consume_queue_units(RecordInfo, records)
 
 
 def batch_record_infos(entries: list[tuple[int, bytes, str]], sizes: list[int], topic: str, queue_id: int,
@@ -614,7 +648,8 @@ __all__ = [
     "MAX_PROPERTIES_LENGTH", "MAX_TOPIC_LENGTH_V1", "MessageConst", "NO_ROOM",
     "MessageExt", "MessageFormatError", "MessageRecordV1", "MessageRecordV2", "MessageSysFlag",
     "NAME_VALUE_SEPARATOR", "PROPERTY_SEPARATOR", "RecordInfo", "RecordLayout", "body_crc",
-    "batch_record_infos", "bytes_to_host", "check_record", "create_offset_msg_id", "decode_batch", "decode_message", "split_batch",
+    "batch_record_infos", "bytes_to_host", "check_record", "consume_queue_units", "create_offset_msg_id",
+    "decode_batch", "decode_message", "split_batch",
     "decode_messages", "decode_offset_msg_id", "decode_record_layout", "encode_batch", "encode_message_record",
     "encode_message_record_bytes", "encode_record", "encode_records", "host_to_bytes", "java_string_hash",
     "offset_msg_id_prefix", "pickup_store_timestamp", "record_properties_string", "properties_to_string", "property_value", "record_length",

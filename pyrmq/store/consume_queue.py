@@ -132,26 +132,25 @@ class ConsumeQueue:
         self.max_physic_offset = commit_log_offset + size
         return True
 
-    def put_units(self, units: list[tuple[int, int, int]], first_cq_offset: int) -> bool:
-        """Write consecutive units ((commit log offset, size, tags code) from logical offset
-        ``first_cq_offset``) at once, when that is what ``put_unit`` would do for each: they
-        continue the last file where it was written, in its reserved space, none a duplicate.
-        False, with nothing written, otherwise (the caller puts them one by one)."""
+    def put_units(self, units: bytes, first_cq_offset: int, first_end: int, last_end: int) -> bool:
+        """Write consecutive units (encoded, from logical offset ``first_cq_offset``; the first
+        record ends at commit log offset ``first_end``, the last at ``last_end``) at once, when
+        that is what ``put_unit`` would do for each: they continue the last file where it was
+        written, in its reserved space, none a duplicate. False, with nothing written, otherwise
+        (the caller puts them one by one)."""
         files = self.mapped_file_queue.mapped_files
-        if not files or first_cq_offset == 0:
+        if not files or first_cq_offset == 0 or not units:
             return False
         mf = files[-1]
         pos = mf.wrote_position
-        end = pos + len(units) * _UNIT
-        first = units[0]
+        end = pos + len(units)
         if (pos == 0 or mf.file_from_offset + pos != first_cq_offset * _UNIT or end > mf.reserved
-                or first[0] + first[1] <= self.max_physic_offset):
+                or first_end <= self.max_physic_offset):
             return False
-        mf.mm[pos:end] = b"".join([CQ_UNIT.pack(*unit) for unit in units])
+        mf.mm[pos:end] = units
         mf.wrote_position = end
         self.mapped_file_queue.commit(mf.file_from_offset + end)
-        last = units[-1]
-        self.max_physic_offset = last[0] + last[1]
+        self.max_physic_offset = last_end
         return True
 
     def _fill_pre_blank(self, mf: MappedFile, until_where: int) -> None:

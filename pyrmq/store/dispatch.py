@@ -25,7 +25,7 @@ import logging
 from typing import Callable, Protocol, Sequence
 
 from pyrmq.codec.commit_log_walk import RecordWalker, WalkEnd
-from pyrmq.codec.message import MessageConst, MessageSysFlag, RecordInfo, property_value
+from pyrmq.codec.message import MessageConst, MessageSysFlag, RecordInfo, consume_queue_units, property_value
 from pyrmq.store.checkpoint import StoreCheckpoint
 from pyrmq.store.commit_log import CommitLog
 from pyrmq.store.consume_queue_table import ConsumeQueueTable
@@ -93,12 +93,15 @@ class ConsumeQueueDispatcher:
         """The records of one batch: their units written at once when they are consecutive units
         of one existing queue (what a batch send appends), else record by record."""
         first = requests[0]
-        topic, queue_id, sys_flag = first.topic, first.queue_id, first.sys_flag
+        topic, queue_id = first.topic, first.queue_id
         cq = self.queues.queues.get((topic, queue_id))
-        if (cq is None or topic == SCHEDULE_TOPIC or sys_flag & _TRANSACTION_MASK not in _QUEUED_TYPES
-                or any(r.topic != topic or r.queue_id != queue_id or r.sys_flag != sys_flag for r in requests)
-                or not cq.put_units([(r.commit_log_offset, r.size, r.tags_code) for r in requests],
-                                    first.queue_offset)):
+        units = None
+        if cq is not None and topic != SCHEDULE_TOPIC and first.sys_flag & _TRANSACTION_MASK in _QUEUED_TYPES:
+            units = consume_queue_units(requests)   # (None unless one queue's consecutive records)
+        last = requests[-1]
+        if (units is None or cq is None or not cq.put_units(units, first.queue_offset,
+                                                            first.commit_log_offset + first.size,
+                                                            last.commit_log_offset + last.size)):
             for request in requests:
                 self.dispatch(request)
             return

@@ -7,7 +7,7 @@ from __future__ import annotations
 import gc
 import os
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, make_dataclass
 
 import pytest
 from hypothesis import given, settings
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from pyrmq.codec import index_codec, message, message_batch, message_props, native, remoting, send_header, text
 from pyrmq.codec.message_batch import BatchEntry, encode_batch
 from pyrmq.codec.message_props import MessageFormatError, java_string_hash
-from pyrmq.codec.store_formats import INDEX_HEADER, INDEX_HEADER_SIZE, INDEX_ITEM, INDEX_ITEM_SIZE, INDEX_SLOT
+from pyrmq.codec.store_formats import CQ_UNIT, INDEX_HEADER, INDEX_HEADER_SIZE, INDEX_ITEM, INDEX_ITEM_SIZE, INDEX_SLOT
 from pyrmq.namesrv import route_info
 
 try:
@@ -47,6 +47,7 @@ def test_the_extension_is_built_and_bound():
         assert message.encode_record is _native.encode_record
         assert message.encode_records is _native.encode_records
         assert message._batch_record_infos is _native.batch_record_infos
+        assert message._consume_queue_units is _native.consume_queue_units
         assert text.parse_java_int is _native.parse_java_int
         assert message_props.properties_to_string is _native.properties_to_string
         assert send_header.plain_send_fields is _native.plain_send_fields
@@ -582,6 +583,44 @@ def test_batch_record_infos_builds_whole_record_infos():
     infos[0].size = 1   # an ordinary instance: writable, collectable
     del infos
     gc.collect()
+
+
+def _record_infos(n, topic, queue_id, sys_flag, first, offset, size, changes):
+    infos = [message.RecordInfo(size, topic, queue_id, first + i, offset + i * size, sys_flag, 1, -i, 0, "")
+             for i in range(n)]
+    for at, field, value in changes:   # another queue, a gap, a field past its type, another class
+        if infos:
+            if field == "class":
+                infos[at % n] = _RecordInfoLike(*[getattr(infos[at % n], f) for f in _RECORD_INFO_FIELDS])
+            else:
+                setattr(infos[at % n], field, value)
+    return infos
+
+
+_RECORD_INFO_FIELDS = tuple(f.name for f in fields(message.RecordInfo))
+# a class with RecordInfo's slots that is not RecordInfo
+_RecordInfoLike = make_dataclass("_RecordInfoLike", _RECORD_INFO_FIELDS, slots=True)
+
+
+@needs_native
+@settings(max_examples=500, deadline=None)
+@given(n=st.integers(0, 5), topic=st.sampled_from(["T", "%RETRY%g"]), queue_id=st.integers(0, 3),
+       sys_flag=st.sampled_from([0, 4, 8]), first=st.one_of(st.integers(0, 2**40), st.just(2**63 - 3)),
+       offset=st.integers(0, 2**50), size=st.integers(0, 2**31 - 1),
+       changes=st.lists(st.tuples(st.integers(0, 4), st.sampled_from(
+           ["topic", "queue_id", "sys_flag", "queue_offset", "size", "commit_log_offset", "tags_code", "class"]),
+           st.one_of(st.integers(-2**64, 2**64), st.sampled_from(["T", "U"]))), max_size=2))
+def test_consume_queue_units_match_the_twin(n, topic, queue_id, sys_flag, first, offset, size, changes):
+    infos = _record_infos(n, topic, queue_id, sys_flag, first, offset, size, changes)
+    for records in (infos, tuple(infos)):
+        expected = _outcome_of_any(message.consume_queue_units_py, message.RecordInfo, records)
+        assert _outcome_of_any(_native.consume_queue_units, message.RecordInfo, records) == expected
+        if expected == ("ok",):
+            units = _native.consume_queue_units(message.RecordInfo, records)
+            assert units == message.consume_queue_units_py(message.RecordInfo, records)
+    if not changes and n and first + n - 1 < 2**63:   # one queue's consecutive records: their units, in order
+        assert message.consume_queue_units(infos) == b"".join(
+            CQ_UNIT.pack(offset + i * size, size, -i) for i in range(n))
 
 
 @needs_native
