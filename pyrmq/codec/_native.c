@@ -1967,10 +1967,12 @@ static int native_exec(PyObject *m)
     }
     if (row_topic_name == NULL && (row_topic_name = PyUnicode_InternFromString("topic_name")) == NULL)
         return -1;
-    static const char *const record_names[5] = {"topic", "commit_log_offset", "store_timestamp", "sys_flag",
-                                                 "properties_string"};
+    /* topic, commit_log_offset, store_timestamp, sys_flag, properties_string: RecordInfo's
+     * members by their place in info_member_names */
+    static const int record_members[5] = {1, 4, 6, 5, 9};
     for (int k = 0; k < 5; k++) {
-        if (record_attr_names[k] == NULL && (record_attr_names[k] = PyUnicode_InternFromString(record_names[k])) == NULL)
+        if (record_attr_names[k] == NULL
+            && (record_attr_names[k] = PyUnicode_InternFromString(info_member_names[record_members[k]])) == NULL)
             return -1;
     }
     if (struct_error == NULL) {
