@@ -18,8 +18,8 @@ WORKDIR /opt/pyrmq
 COPY pyproject.toml README.md ./
 COPY pyrmq ./pyrmq
 # pip trusts the system's CA bundle (the base's, which has any CA the site added), not only its own.
-# The C extension of the send path (pyrmq/codec/_native.c) needs a compiler and Python's headers for
-# the install: what is installed for it is purged in the same layer (every package that was not there
+# The C extensions (the send path's pyrmq/codec/_native.c, the group commit's pyrmq/store/_syncer.c)
+# need a compiler and Python's headers for the install: what is installed for it is purged in the same layer (every package that was not there
 # before, and the downloaded .debs), so the image keeps the built module only.
 RUN build_deps="" \
  && if ! command -v gcc >/dev/null; then build_deps="gcc libc6-dev"; fi \
@@ -30,7 +30,7 @@ RUN build_deps="" \
       apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $build_deps; fi \
  && python3 -m venv /opt/pyrmq/venv \
  && PIP_CERT=/etc/ssl/certs/ca-certificates.crt /opt/pyrmq/venv/bin/pip install --no-cache-dir -q . \
- && (cd / && /opt/pyrmq/venv/bin/python -c "import pyrmq.codec._native") \
+ && (cd / && /opt/pyrmq/venv/bin/python -c "import pyrmq.codec._native, pyrmq.store._syncer") \
  && dpkg-query -W -f='${Package}\n' | sort | comm -13 /tmp/packages-before - > /tmp/packages-added \
  && if [ -s /tmp/packages-added ]; then xargs apt-get purge -y -qq < /tmp/packages-added; fi \
  && apt-get clean && rm -rf /var/lib/apt/lists/* /tmp/packages-* /root/.cache /opt/pyrmq/build

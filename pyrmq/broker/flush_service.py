@@ -1,11 +1,13 @@
 """Flushing the store to disk from worker threads.
 
 SYNC_FLUSH: a send waits for the group commit that covers its record -- one fdatasync for every
-send that arrived meanwhile -- and is answered FLUSH_DISK_TIMEOUT after ``syncFlushTimeout`` (a
-deadline on trio's clock).  A plain send leaves a ticket (``answer_when_flushed``): no task, no
-cancel scope, no event of its own; the group commit answers the tickets it covers together, and
-as records are appended in order, tickets are in order of offset and of deadline both, so
-releasing and expiring them only looks at the head of one deque.  A send that also waits for
+send that arrived meanwhile, run by a syncer's thread (``pyrmq.store.file_syncer``: in C, it never
+waits for the GIL the busy loop holds) while the loop appends the next sends -- and is answered
+FLUSH_DISK_TIMEOUT after ``syncFlushTimeout`` (a deadline on trio's clock).  A plain send leaves
+a ticket (``answer_when_flushed``): no task, no cancel scope, no event of its own; the group
+commit answers the tickets it covers together, and as records are appended in order, tickets are
+in order of offset and of deadline both, so releasing and expiring them only looks at the head
+of one deque.  A send that also waits for
 something else (a slave, a topic being written) awaits ``wait_flushed`` in a task of its own.
 As Apache's GroupCommitService, a flush also runs every ``GROUP_COMMIT_IDLE_S`` while records
 are unflushed and nobody waits (sends that did not ask to wait).
@@ -31,6 +33,7 @@ from pyrmq.codec.remoting import RemotingCommand
 from pyrmq.common.guard import ServiceGuard
 from pyrmq.common.offset_waiters import OffsetWaiters
 from pyrmq.remoting.channel import Channel
+from pyrmq.store.file_syncer import FileSyncer, new_syncer
 from pyrmq.store.message_store import DefaultMessageStore, FlushDiskType, MessageStoreConfig
 
 log = logging.getLogger(__name__)
@@ -119,30 +122,52 @@ class FlushService:
     async def _group_commit_loop(self) -> None:
         guard = ServiceGuard("group commit (SYNC_FLUSH)", log)
         store = self.store
-        while True:
-            with trio.move_on_after(GROUP_COMMIT_IDLE_S):
-                await self._wake.wait()
-            self._wake = trio.Event()
-            if not self.pending_waiters and not store.unflushed_bytes():
-                continue   # idle: one comparison every GROUP_COMMIT_IDLE_S
-            with guard.round():
-                await self._commit_waiters()
-            # Waiters left means the flush failed: retried until each one's own deadline passes
-            # (then it is answered FLUSH_DISK_TIMEOUT and gives up its place).
-            if self.pending_waiters:
-                await trio.sleep(FLUSH_RETRY_S)
-                self._wake.set()
+        syncer = new_syncer()
+        try:
+            while True:
+                with trio.move_on_after(GROUP_COMMIT_IDLE_S):
+                    await self._wake.wait()
+                self._wake = trio.Event()
+                if not self.pending_waiters and not store.unflushed_bytes():
+                    continue   # idle: one comparison every GROUP_COMMIT_IDLE_S
+                with guard.round():
+                    await self._commit_waiters(syncer)
+                # Waiters left means the flush failed: retried until each one's own deadline
+                # passes (then it is answered FLUSH_DISK_TIMEOUT and gives up its place).
+                if self.pending_waiters:
+                    await trio.sleep(FLUSH_RETRY_S)
+                    self._wake.set()
+        finally:
+            syncer.close()   # no sync under way: each is awaited to its end, shielded
 
-    async def _commit_waiters(self) -> None:
+    async def _commit_waiters(self, syncer: FileSyncer) -> None:
         while True:
             # Everything appended until now rides on this one flush.
-            flushed = await trio.to_thread.run_sync(self.store.flush_commit_log)
+            flushed = await self._sync_commit_log(syncer)
             self.group_commits += 1
             self._waiters.release(flushed)
             self._release_tickets(flushed)
             if not self.pending_waiters:
                 return
             await trio.sleep(0)   # the sends that arrived during the flush are appended first
+
+    async def _sync_commit_log(self, syncer: FileSyncer) -> int:
+        """Sync the commit log's files holding unflushed records, each by ``syncer``'s thread
+        while the loop goes on; returns the flushed offset."""
+        store = self.store
+        plan = store.commit_log_flush_plan()
+        if plan is None:
+            return store.flushed_offset
+        for mf in plan.each_file():
+            if mf.closed:
+                continue   # deleted meanwhile (truncated): flushed_by below knows
+            syncer.start(mf.fd)
+            # The thread syncs a duplicate of the file's descriptor: even a cancelled group
+            # commit (a stop) waits for that to end, as a worker thread's call would be waited for.
+            with trio.CancelScope(shield=True):
+                await trio.lowlevel.wait_readable(syncer.fileno())
+            syncer.finish()
+        return store.commit_log_flushed_by(plan)
 
     def _release_tickets(self, flushed: int) -> None:
         tickets = self._tickets

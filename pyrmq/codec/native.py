@@ -16,23 +16,25 @@ measure one against the other).
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any, TypeVar, cast
 
 
-def _load_native() -> ModuleType | None:
+def load_extension(name: str) -> ModuleType | None:
+    """The C extension module ``name``; None when it was not built (no C compiler) or
+    ``PYRMQ_NATIVE=0``: then its Python twins run."""
     if os.environ.get("PYRMQ_NATIVE", "1") == "0":
         return None
     try:
-        from pyrmq.codec import _native
-    except ImportError:   # built without a C compiler: the twins
+        return importlib.import_module(name)
+    except ImportError:
         return None
-    return _native
 
 
-_native_module = _load_native()
+_native_module = load_extension("pyrmq.codec._native")
 NATIVE: bool = _native_module is not None
 
 F = TypeVar("F", bound=Callable[..., Any])

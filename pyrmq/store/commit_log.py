@@ -34,7 +34,7 @@ from pyrmq.codec.message import (
     with_host_flags,
 )
 from pyrmq.store.mapped_file import MappedFile
-from pyrmq.store.mapped_file_queue import MappedFileQueue
+from pyrmq.store.mapped_file_queue import FlushPlan, MappedFileQueue
 from pyrmq.store.model import (
     AppendMessageResult,
     FlushDiskType,
@@ -141,15 +141,26 @@ class CommitLog:
     def flush(self, least_pages: int = 0) -> int:
         """Sync appended data to disk; thread-safe against appends. Returns flushed-where.
         Then releases the mapped pages far enough behind (RELEASE_BEHIND)."""
-        flushed = self.mapped_file_queue.flush(least_pages)
-        self._release_behind(flushed - RELEASE_BEHIND)
-        return flushed
+        return self._release_behind(self.mapped_file_queue.flush(least_pages))
 
-    def _release_behind(self, until: int) -> None:
+    def flush_plan(self) -> FlushPlan | None:
+        """What a flush would sync now, for a caller that syncs the files itself, then reports
+        with :meth:`flushed_by` (the group commit); None when everything is flushed."""
+        return self.mapped_file_queue.flush_plan()
+
+    def flushed_by(self, plan: FlushPlan) -> int:
+        """Record ``plan``'s files as synced (see :meth:`flush_plan`); returns flushed-where."""
+        mfq = self.mapped_file_queue
+        mfq.flushed_by(plan)
+        return self._release_behind(mfq.flushed_where)
+
+    def _release_behind(self, flushed: int) -> int:
+        """Release the mapped pages RELEASE_BEHIND behind ``flushed`` (returned as is)."""
         # two flushes at once (group commit and shutdown) at worst release a range twice: harmless
+        until = flushed - RELEASE_BEHIND
         start = self._released_until
         if until - start < RELEASE_STEP:
-            return
+            return flushed
         mfq = self.mapped_file_queue
         size = mfq.mapped_file_size
         for mf in list(mfq.mapped_files):
@@ -159,6 +170,7 @@ class CommitLog:
             mf.release_pages(max(start, mf.file_from_offset) - mf.file_from_offset,
                              min(until, file_end) - mf.file_from_offset)
         self._released_until = until
+        return flushed
 
     def close(self) -> None:
         self.mapped_file_queue.close()

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Callable
 
@@ -44,6 +45,13 @@ class FlushPlan:
     target: int
     target_ts: int
     files: list[MappedFile]
+
+    def each_file(self) -> Iterator[MappedFile]:
+        """The files to sync, in order (the crash point ``flush.between_files`` between two)."""
+        for i, mf in enumerate(self.files):
+            if i and _CRASH_MID_FLUSH:
+                crash_points.reach("flush.between_files")
+            yield mf
 
 
 _CRASH_MID_FLUSH = crash_points.armed("flush.between_files")
@@ -287,10 +295,8 @@ class MappedFileQueue:
             plan = self.flush_plan(least_pages)
             if plan is None:
                 return self._flushed_where
-            for i, mf in enumerate(plan.files):
+            for mf in plan.each_file():
                 mf.sync()
-                if _CRASH_MID_FLUSH and i + 1 < len(plan.files):
-                    crash_points.reach("flush.between_files")
             self._flushed(plan)
             return plan.target
 

@@ -44,6 +44,7 @@ from pyrmq.store.dispatch import (
     ReputService,
 )
 from pyrmq.store.index_service import IndexService
+from pyrmq.store.mapped_file_queue import FlushPlan
 from pyrmq.store.model import (
     AppendMessageResult,
     FlushDiskType,
@@ -667,10 +668,27 @@ class DefaultMessageStore:
         commit_log = self._commit_log
         return max(0, commit_log.committed_offset - commit_log.flushed_where)
 
+    @property
+    def flushed_offset(self) -> int:
+        """Where the commit log is flushed to."""
+        return self._commit_log.flushed_where
+
     def flush_commit_log(self, least_pages: int = 0) -> int:
         """Blocking sync of the CommitLog (thread-safe against appends); returns flushed offset.
         With ``least_pages`` nothing is synced until that many pages are dirty."""
-        flushed = self._commit_log.flush(least_pages)
+        return self._commit_log_flushed(self._commit_log.flush(least_pages))
+
+    def commit_log_flush_plan(self) -> FlushPlan | None:
+        """What a flush of the commit log would sync now (on the loop), for a caller that syncs
+        the plan's files itself and reports with :meth:`commit_log_flushed_by` (the SYNC_FLUSH
+        group commit, which syncs on a thread that needs no GIL); None: nothing to sync."""
+        return self._commit_log.flush_plan()
+
+    def commit_log_flushed_by(self, plan: FlushPlan) -> int:
+        """Record ``plan`` as synced; returns the flushed offset (as :meth:`flush_commit_log`)."""
+        return self._commit_log_flushed(self._commit_log.flushed_by(plan))
+
+    def _commit_log_flushed(self, flushed: int) -> int:
         ts = self._commit_log.flushed_store_timestamp
         if ts and self.checkpoint is not None:
             self.checkpoint.physic_msg_timestamp = ts

@@ -181,8 +181,9 @@ async def test_sync_flush_timeout_and_unwaited_sends(cluster, monkeypatch):
     (stored all the same, with its msgId); one that does not wait (WAIT=false) is answered at once
     and flushed by the group commit within its idle interval, as Apache's GroupCommitService."""
     store = cluster.broker.store
-    real_flush = store.flush_commit_log
-    monkeypatch.setattr(store, "flush_commit_log", lambda least_pages=0: store.commit_log.flushed_where)
+    real_flushed_by = store.commit_log_flushed_by
+    # each group commit syncs, but nothing counts as flushed
+    monkeypatch.setattr(store, "commit_log_flushed_by", lambda plan: store.commit_log.flushed_where)
     with trio.fail_after(10):
         started = trio.current_time()
         results = await _concurrent_sends(cluster, 5)
@@ -190,7 +191,7 @@ async def test_sync_flush_timeout_and_unwaited_sends(cluster, monkeypatch):
         assert [r.code for r in results] == [10] * 5   # FLUSH_DISK_TIMEOUT
         assert all(r.ext_fields["msgId"] for r in results)
         assert cluster.broker.flush_service.pending_waiters == 0
-        monkeypatch.setattr(store, "flush_commit_log", real_flush)
+        monkeypatch.setattr(store, "commit_log_flushed_by", real_flushed_by)
         r = await send(cluster.client, cluster.broker_addr, "TopicSF", b"flushed")
         assert r.code == 0
         assert store.commit_log.flushed_where >= store.get_max_phy_offset()

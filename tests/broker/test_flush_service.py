@@ -3,7 +3,8 @@ deadline on trio's clock (the autojump clock runs it instantly)."""
 
 from __future__ import annotations
 
-import threading
+import tempfile
+from types import SimpleNamespace
 
 import trio
 
@@ -11,17 +12,28 @@ from pyrmq.broker.flush_service import FlushService
 from pyrmq.store.message_store import FlushDiskType, MessageStoreConfig
 
 
+class _Plan:
+    """A flush plan of one real file (the syncer's thread really syncs it)."""
+
+    def __init__(self, fd: int) -> None:
+        self.file = SimpleNamespace(fd=fd, closed=False)
+
+    def each_file(self):
+        yield self.file
+
+
 class _Store:
-    """flush_commit_log reports ``flushed`` (what reached the disk), counting its calls."""
+    """A commit log whose flushes report ``flushed`` (what reached the disk), counted."""
 
     def __init__(self, flushed: int) -> None:
         self.flushed = flushed
         self.calls = 0
-        self.gate = threading.Event()
-        self.gate.set()
+        self._file = tempfile.TemporaryFile()
 
-    def flush_commit_log(self, least_pages: int = 0) -> int:
-        self.gate.wait()
+    def commit_log_flush_plan(self) -> _Plan:
+        return _Plan(self._file.fileno())
+
+    def commit_log_flushed_by(self, plan: _Plan) -> int:
         self.calls += 1
         return self.flushed
 

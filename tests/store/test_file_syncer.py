@@ -1,0 +1,130 @@
+"""The group commit's syncers: the C ``_syncer.Syncer`` and its Python twin ``ThreadSyncer`` sync
+the file they are handed, signal its end through ``fileno()``, report fdatasync's errno, and
+refuse the same misuse."""
+
+from __future__ import annotations
+
+import errno
+import os
+import select
+
+import pytest
+
+from pyrmq.store import file_syncer
+from pyrmq.store.file_syncer import ThreadSyncer
+
+try:
+    from pyrmq.store._syncer import Syncer
+except ImportError:   # built without a C compiler
+    Syncer = None   # type: ignore[assignment,misc]
+
+IMPLEMENTATIONS = [pytest.param(ThreadSyncer, id="python")]
+if Syncer is not None:
+    IMPLEMENTATIONS.append(pytest.param(Syncer, id="c"))
+
+
+def test_the_c_syncer_is_built_and_chosen():
+    if Syncer is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("pyrmq.store._syncer was not built (CI=true: pip install -e . must compile it)",
+                        pytrace=False)
+        pytest.skip("pyrmq.store._syncer not built (no C compiler): the Python twin runs")
+    if os.environ.get("PYRMQ_NATIVE", "1") != "0":
+        syncer = file_syncer.new_syncer()
+        try:
+            assert type(syncer) is Syncer
+        finally:
+            syncer.close()
+
+
+def _readable(syncer, timeout: float = 10.0) -> bool:
+    return bool(select.select([syncer.fileno()], [], [], timeout)[0])
+
+
+@pytest.fixture(params=IMPLEMENTATIONS)
+def syncer(request):
+    s = request.param()
+    yield s
+    s.close()
+
+
+def test_a_sync_ends_readable_and_finishes_once(syncer, tmp_path):
+    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
+    try:
+        os.write(fd, b"x" * 4096)
+        assert not _readable(syncer, 0)
+        for _ in range(3):   # one thread, many syncs
+            syncer.start(fd)
+            assert _readable(syncer)
+            assert syncer.finish() is None
+            assert not _readable(syncer, 0)
+        with pytest.raises(RuntimeError, match="no sync was started"):
+            syncer.finish()
+    finally:
+        os.close(fd)
+
+
+def test_one_sync_at_a_time(syncer, tmp_path):
+    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
+    try:
+        syncer.start(fd)
+        with pytest.raises(RuntimeError, match="already under way"):
+            syncer.start(fd)
+        assert _readable(syncer)
+        syncer.finish()
+    finally:
+        os.close(fd)
+
+
+def test_the_file_may_be_closed_while_it_is_synced(syncer, tmp_path):
+    """The thread syncs a duplicate: closing the caller's descriptor (a file deleted by the clean
+    service meanwhile) neither fails the sync nor syncs whatever reuses the number."""
+    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
+    syncer.start(fd)
+    os.close(fd)
+    assert _readable(syncer)
+    assert syncer.finish() is None
+
+
+def test_a_failed_fdatasync_is_its_oserror(syncer):
+    read_end, write_end = os.pipe()   # fdatasync of a pipe: EINVAL
+    try:
+        syncer.start(read_end)
+        assert _readable(syncer)
+        with pytest.raises(OSError) as failed:
+            syncer.finish()
+        assert failed.value.errno == errno.EINVAL
+        with pytest.raises(OSError) as bad:
+            syncer.start(write_end + 1000)   # not open
+        assert bad.value.errno == errno.EBADF
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def test_a_finish_before_the_end_is_refused(syncer, tmp_path):
+    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
+    try:
+        syncer.start(fd)
+        try:
+            syncer.finish()   # may come before the thread's fdatasync ends, or just after
+        except RuntimeError as e:
+            assert "not done yet" in str(e)
+            assert _readable(syncer)
+            syncer.finish()
+    finally:
+        os.close(fd)
+
+
+def test_close_is_idempotent_and_final(syncer, tmp_path):
+    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
+    try:
+        syncer.start(fd)
+        syncer.close()   # the sync under way ends first
+        syncer.close()
+        with pytest.raises(ValueError, match="closed"):
+            syncer.start(fd)
+        with pytest.raises(ValueError, match="closed"):
+            syncer.fileno()
+    finally:
+        os.close(fd)
