@@ -142,14 +142,15 @@ class FlushService:
 
     async def _commit_waiters(self, syncer: FileSyncer) -> None:
         while True:
-            # Everything appended until now rides on this one flush.
+            # Everything appended until now rides on this one flush; what is appended while it
+            # runs, on the next one, started at once (as Apache's GroupCommitService).
+            before = self.store.flushed_offset
             flushed = await self._sync_commit_log(syncer)
             self.group_commits += 1
             self._waiters.release(flushed)
             self._release_tickets(flushed)
-            if not self.pending_waiters:
-                return
-            await trio.sleep(0)   # the sends that arrived during the flush are appended first
+            if not self.pending_waiters or flushed <= before:
+                return   # all answered, or the flush covered none of them: retried after a pause
 
     async def _sync_commit_log(self, syncer: FileSyncer) -> int:
         """Sync the commit log's files holding unflushed records, each by ``syncer``'s thread

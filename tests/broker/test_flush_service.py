@@ -33,6 +33,10 @@ class _Store:
     def commit_log_flush_plan(self) -> _Plan:
         return _Plan(self._file.fileno())
 
+    @property
+    def flushed_offset(self) -> int:
+        return self.flushed
+
     def commit_log_flushed_by(self, plan: _Plan) -> int:
         self.calls += 1
         return self.flushed
