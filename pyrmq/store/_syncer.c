@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -45,7 +46,11 @@ static void *syncer_main(void *arg)
             break;   /* stopping, nothing handed over */
         int fd = self->fd;
         pthread_mutex_unlock(&self->lock);
-        int error = fdatasync(fd) == 0 ? 0 : errno;
+        int rc;
+        do
+            rc = fdatasync(fd);
+        while (rc != 0 && errno == EINTR);
+        int error = rc == 0 ? 0 : errno;
         close(fd);
         pthread_mutex_lock(&self->lock);
         self->fd = -1;
@@ -96,7 +101,13 @@ static PyObject *Syncer_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         Py_DECREF(self);
         return NULL;
     }
+    /* the thread starts with every signal blocked: they are the main thread's (Python runs the
+     * handlers there) and cannot interrupt a sync */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
     int err = pthread_create(&self->thread, NULL, syncer_main, self);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (err != 0) {
         errno = err;
         PyErr_SetFromErrno(PyExc_OSError);
