@@ -69,9 +69,11 @@ def report(args, results: list[send.RunResult], others: list[RowOutput], started
         (f"- load generator: `pyrmq.bench.LoadGen` (bench/java) on rocketmq-client 4.9.8, "
          f"`-Drocketmq.serialize.type=ROCKETMQ`, JVM `-Xms{heap} -Xmx{heap} -XX:+UseG1GC`; "
          f"{args.size} B bodies, {args.queues} queues, sync send (timeout {args.send_timeout} ms), "
-         f"{args.warmup} s warm-up ({args.topics_warmup} s in the topics row) + {args.duration} s measured, "
+         f"{args.warmup} s warm-up ({args.topics_warmup} s in the topics row) + {args.duration} s measured "
+         f"(the CI gate row: {send.GATE_SIZE} B bodies, {send.GATE_THREADS} threads, its own minutes), "
          f"push consumer running throughout in the same JVM, then up to {args.drain_timeout} s drain"),
-        (f"- servers: fresh server and store per run, ASYNC_FLUSH, mappedFileSizeCommitLog={args.commitlog_mib} MiB; "
+        (f"- servers: fresh server and store per run, ASYNC_FLUSH (SYNC_FLUSH where the scenario says so), "
+         f"mappedFileSizeCommitLog={args.commitlog_mib} MiB; "
          f"pyrmq `python -m pyrmq standalone` (one process); Apache RocketMQ 4.9.7 NameServer + Broker, "
          f"broker JVM `{args.apache_jvm}`"),
         "",
@@ -140,13 +142,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--tx-threads", type=csv_ints, default=[],
                         help="producer threads, transactional 1 KiB messages committed at once (default: none)")
     parser.add_argument("--gate-minutes", type=float, default=15,
-                        help="measured minutes of the CI gate shape (64 threads, 128 B; default 15; 0: skip)")
+                        help=f"measured minutes of the CI gate shape ({send.GATE_THREADS} threads, {send.GATE_SIZE} B; "
+                             "default 15; 0: skip)")
     parser.add_argument("--latency-threads", type=int, default=16, help="producer threads of the latency row")
     parser.add_argument("--topics", type=int, default=1000, help="topics of the many-topics row (default 1000)")
     parser.add_argument("--topics-threads", type=int, default=64, help="producer threads of the topics row")
     parser.add_argument("--topics-warmup", type=int, default=30,
                         help="uncounted seconds of the topics row's two scenarios (default 30): long enough for "
-                             "both servers to create the 8,000 consume queue files, each on its first message, "
+                             "both servers to create the consume queue files (--topics x --queues), each on its first message, "
                              "before the measured window")
     parser.add_argument("--backlog", type=int, default=1_000_000, help="messages of the backlog row (default 1,000,000)")
     parser.add_argument("--backlog-batch", type=int, default=64, help="batch size used to fill the backlog")

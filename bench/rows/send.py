@@ -28,6 +28,11 @@ from .harness import (
 )
 
 
+# Apache's CI gate shape (the gate row): its body size and producer threads
+GATE_SIZE = 128
+GATE_THREADS = 64
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -84,7 +89,8 @@ def scenarios(args, rows: set[str]) -> list[Scenario]:
         out += [Scenario(f"transactional 1 KiB, {plural(t, 'thread')}", "send", t, transaction=True)
                 for t in args.tx_threads]
     if "gate" in rows and args.gate_minutes > 0:
-        out.append(Scenario(f"CI gate: 128 B, 64 threads, {args.gate_minutes:g} min", "gate", 64, size=128,
+        out.append(Scenario(f"CI gate: {GATE_SIZE} B, {GATE_THREADS} threads, {args.gate_minutes:g} min", "gate",
+                            GATE_THREADS, size=GATE_SIZE,
                             duration=round(args.gate_minutes * 60)))
     if "latency" in rows:
         out.append(Scenario(f"latency: 1 KiB, {plural(args.latency_threads, 'thread')}, live consumer",
