@@ -7,8 +7,8 @@ FLUSH_DISK_TIMEOUT after ``syncFlushTimeout`` (a deadline on trio's clock).  A p
 a ticket (``answer_when_flushed``): no task, no cancel scope, no event of its own; the group
 commit answers the tickets it covers together, and as records are appended in order, tickets are
 in order of offset and of deadline both, so releasing and expiring them only looks at the head
-of one deque.  A send that also waits for
-something else (a slave, a topic being written) awaits ``wait_flushed`` in a task of its own.
+of one deque.  A send that also waits for something else (a slave, a topic being written) awaits
+``wait_flushed`` in a task of its own.
 As Apache's GroupCommitService, a flush also runs every ``GROUP_COMMIT_IDLE_S`` while records
 are unflushed and nobody waits (sends that did not ask to wait).
 ASYNC_FLUSH: the commit log is flushed every ``flushIntervalCommitLog`` ms once
@@ -160,8 +160,6 @@ class FlushService:
         if plan is None:
             return store.flushed_offset
         for mf in plan.each_file():
-            if mf.closed:
-                continue   # deleted meanwhile (truncated): flushed_by below knows
             syncer.start(mf.fd)
             # The thread syncs a duplicate of the file's descriptor: even a cancelled group
             # commit (a stop) waits for that to end, as a worker thread's call would be waited for.

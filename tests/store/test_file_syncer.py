@@ -48,40 +48,40 @@ def syncer(request):
     s.close()
 
 
-def test_a_sync_ends_readable_and_finishes_once(syncer, tmp_path):
-    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
-    try:
-        os.write(fd, b"x" * 4096)
-        assert not _readable(syncer, 0)
-        for _ in range(3):   # one thread, many syncs
-            syncer.start(fd)
-            assert _readable(syncer)
-            assert syncer.finish() is None
-            assert not _readable(syncer, 0)
-        with pytest.raises(RuntimeError, match="no sync was started"):
-            syncer.finish()
-    finally:
-        os.close(fd)
+@pytest.fixture
+def fd(tmp_path):
+    """A file open for writing."""
+    opened = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
+    yield opened
+    os.close(opened)
 
 
-def test_one_sync_at_a_time(syncer, tmp_path):
-    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
-    try:
+def test_a_sync_ends_readable_and_finishes_once(syncer, fd):
+    os.write(fd, b"x" * 4096)
+    assert not _readable(syncer, 0)
+    for _ in range(3):   # one thread, many syncs
         syncer.start(fd)
-        with pytest.raises(RuntimeError, match="already under way"):
-            syncer.start(fd)
         assert _readable(syncer)
+        assert syncer.finish() is None
+        assert not _readable(syncer, 0)
+    with pytest.raises(RuntimeError, match="no sync was started"):
         syncer.finish()
-    finally:
-        os.close(fd)
 
 
-def test_the_file_may_be_closed_while_it_is_synced(syncer, tmp_path):
+def test_one_sync_at_a_time(syncer, fd):
+    syncer.start(fd)
+    with pytest.raises(RuntimeError, match="already under way"):
+        syncer.start(fd)
+    assert _readable(syncer)
+    syncer.finish()
+
+
+def test_the_file_may_be_closed_while_it_is_synced(syncer, fd):
     """The thread syncs a duplicate: closing the caller's descriptor (a file deleted by the clean
     service meanwhile) neither fails the sync nor syncs whatever reuses the number."""
-    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
-    syncer.start(fd)
-    os.close(fd)
+    caller_fd = os.dup(fd)
+    syncer.start(caller_fd)
+    os.close(caller_fd)
     assert _readable(syncer)
     assert syncer.finish() is None
 
@@ -102,29 +102,21 @@ def test_a_failed_fdatasync_is_its_oserror(syncer):
         os.close(write_end)
 
 
-def test_a_finish_before_the_end_is_refused(syncer, tmp_path):
-    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
+def test_a_finish_before_the_end_is_refused(syncer, fd):
+    syncer.start(fd)
     try:
-        syncer.start(fd)
-        try:
-            syncer.finish()   # may come before the thread's fdatasync ends, or just after
-        except RuntimeError as e:
-            assert "not done yet" in str(e)
-            assert _readable(syncer)
-            syncer.finish()
-    finally:
-        os.close(fd)
+        syncer.finish()   # may come before the thread's fdatasync ends, or just after
+    except RuntimeError as e:
+        assert "not done yet" in str(e)
+        assert _readable(syncer)
+        syncer.finish()
 
 
-def test_close_is_idempotent_and_final(syncer, tmp_path):
-    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
-    try:
+def test_close_is_idempotent_and_final(syncer, fd):
+    syncer.start(fd)
+    syncer.close()   # the sync under way ends first
+    syncer.close()
+    with pytest.raises(ValueError, match="closed"):
         syncer.start(fd)
-        syncer.close()   # the sync under way ends first
-        syncer.close()
-        with pytest.raises(ValueError, match="closed"):
-            syncer.start(fd)
-        with pytest.raises(ValueError, match="closed"):
-            syncer.fileno()
-    finally:
-        os.close(fd)
+    with pytest.raises(ValueError, match="closed"):
+        syncer.fileno()
