@@ -34,13 +34,24 @@ def _produce(java_client, server, names):
     return produced.sent
 
 
-def _check_arrivals(sent, received, topic, back_at_ms: float = 0):
+def _check_arrivals(sent, received, topic, back_at_ms: float = 0, repeat_window_ms: tuple[float, float] | None = None):
     """Each message once, in its topic, stored no earlier than due and within 1 s after -- or,
     when the broker was still restarting at the due time, within 1 s after it was back
-    (``back_at_ms``): a JVM start on a loaded machine can outlast the 7 s delay."""
+    (``back_at_ms``): a JVM start on a loaded machine can outlast the 7 s delay.
+
+    ``repeat_window_ms`` (Apache 5 across a restart): a message due within it may arrive twice,
+    both copies under its msgId. Apache's TimerMessageStore.shutdown saves its checkpoint before
+    it stops the dequeue threads, so a slot they put meanwhile is put again after the start
+    (at-least-once); pyrmq's stop delivers each once."""
     by_body = {e["body"]: e for e in sent}
     counts = Counter(e["body"] for e in received)
-    assert set(counts) == set(by_body) and max(counts.values()) == 1, counts
+    assert set(counts) == set(by_body), counts
+    for body, count in counts.items():
+        s = by_body[body]
+        # its slot was being put during the window: due (at the latest) + the slot's second after its start
+        may_repeat = (repeat_window_ms is not None and int(s["created"]) + DELAY_MS <= repeat_window_ms[1]
+                      and s["at"] + DELAY_MS + 1000 >= repeat_window_ms[0])
+        assert count == 1 or (count == 2 and may_repeat), (body, count, s, repeat_window_ms)
     late = []
     for r in received:
         s = by_body[r["body"]]
@@ -72,10 +83,12 @@ def test_timer_message_arrives_when_due(server, java_client, names):
 def test_timer_message_arrives_when_due_across_restart(server_factory, java_client, names):
     server = server_factory()
     sent = _produce(java_client, server, names)
+    stop_at_ms = time.time() * 1000
     exit_code = server.restart()
     back_at_ms = time.time() * 1000
     assert exit_code in server.graceful_exit_codes, f"exit code {exit_code} after SIGTERM"
     print(f"broker back {back_at_ms - max(e['at'] for e in sent):.0f} ms after the last send (due after {DELAY_MS})")
     consumed = java_client.run("consume", namesrv=server.namesrv_addr, topic=names.topic, group=names.group,
                                count=COUNT, idle_ms=1500, timeout_ms=40_000)
-    _check_arrivals(sent, consumed.received, names.topic, back_at_ms)
+    repeat_window = (stop_at_ms, back_at_ms) if server.kind == "apache5" else None
+    _check_arrivals(sent, consumed.received, names.topic, back_at_ms, repeat_window)
