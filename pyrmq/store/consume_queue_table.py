@@ -159,7 +159,8 @@ class ConsumeQueueTable:
         ``SYNCFS_MIN_FILES`` files on, one ``syncfs`` of the store's file system syncs them all
         (files on another file system, a mount under the store, are still synced alone).
         """
-        queues = [mfq for cq in list(self.queues.values()) for mfq in cq.file_queues()]
+        queues = [mfq for cq in list(self.queues.values()) for mfq in cq.file_queues()
+                  if mfq.may_need_flush(least_pages)]
         plans = [plan for mfq in queues if (plan := mfq.flush_plan(least_pages)) is not None]
         if sum(len(plan.files) for plan in plans) >= SYNCFS_MIN_FILES:
             synced_dev = sync_file_system(self.config.consume_queue_dir())

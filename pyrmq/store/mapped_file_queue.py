@@ -302,6 +302,22 @@ class MappedFileQueue:
             self._flushed(plan)
             return plan.target
 
+    def may_need_flush(self, least_pages: int) -> bool:
+        """False when :meth:`flush_plan` would surely return None: a check without the lock, for
+        a round over thousands of queues, most of which wait for more units. The plan itself
+        decides under the lock."""
+        return self._due(self._committed[0], self._flushed_where, least_pages)
+
+    def _due(self, target: int, flushed: int, least_pages: int) -> bool:
+        """Something to sync below ``target``: with ``least_pages``, that many dirty pages, or a
+        file filled since ``flushed``."""
+        if target <= flushed:
+            return False
+        if least_pages <= 0:
+            return True
+        size = self.mapped_file_size
+        return target // OS_PAGE_SIZE - flushed // OS_PAGE_SIZE >= least_pages or target // size != flushed // size
+
     def flush_plan(self, least_pages: int = 0) -> FlushPlan | None:
         """What a flush would sync now (the committed position and the files holding dirty data
         below it), or None when nothing is to be synced (see :meth:`flush`)."""
@@ -309,14 +325,9 @@ class MappedFileQueue:
             target, target_ts = self._committed
             flushed = self._flushed_where
             files = self.mapped_files
-        if target <= flushed:
+        if not self._due(target, flushed, least_pages):
             return None
         size = self.mapped_file_size
-        if least_pages > 0:
-            dirty_pages = target // OS_PAGE_SIZE - flushed // OS_PAGE_SIZE
-            same_file = target // size == flushed // size
-            if dirty_pages < least_pages and same_file:
-                return None
         todo = [mf for mf in files if mf.file_from_offset + size > flushed and mf.file_from_offset < target]
         return FlushPlan(self, target, target_ts, todo)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import trio
 
+from pyrmq.broker.topic_config import PERM_READ, PERM_WRITE, TopicConfig
 from pyrmq.codec import fastjson
 from pyrmq.codec.codes import RequestCode, ResponseCode
 from pyrmq.codec.java_order import hash_map_order
@@ -57,3 +58,23 @@ def test_hash_map_order_is_bucket_then_insertion():
     # past 12 keys the table has 32 buckets
     keys = [f"k{i}" for i in range(13)]
     assert hash_map_order(keys) == hash_map_order(keys, 32)
+
+
+async def test_the_registration_body_is_encoded_again_only_after_a_change(cluster):
+    """REGISTER_BROKER's body (every 30 s) is reused while the topic table, its data version, the
+    broker's permission and its FilterServers stay the same, and always equals a fresh encoding."""
+    broker = cluster.broker
+    registration = broker.registration
+    first = registration._body()
+    encoded = registration.bodies_encoded
+    assert registration._body() is first and registration.bodies_encoded == encoded
+    broker.topic_config_manager.update(TopicConfig("T_registered_later", 4, 4, PERM_READ | PERM_WRITE))
+    second = registration._body()
+    assert registration.bodies_encoded == encoded + 1
+    assert b'"T_registered_later"' in second and b'"T_registered_later"' not in first
+    broker.config.broker_permission = PERM_READ
+    third = registration._body()
+    assert registration.bodies_encoded == encoded + 2 and third != second
+    assert third == registration._encode_body()
+    assert all(c["perm"] == PERM_READ for c in fastjson.loads(third.decode())["topicConfigSerializeWrapper"]
+               ["topicConfigTable"].values())
