@@ -60,8 +60,8 @@ class NamesrvRegistration:
         every change of a topic config moves the table's data version."""
         topics = self.ctl.topic_config_manager
         version = topics.data_version
-        made_of = (id(topics.table), len(topics.table), version.counter, version.timestamp,
-                   self.ctl.config.broker_permission, tuple(self.ctl.filter_server_manager.addresses()))
+        made_of = (version.counter, version.timestamp, self.ctl.config.broker_permission,
+                   tuple(self.ctl.filter_server_manager.addresses()))
         cached = self._body_cache
         if cached is not None and cached[0] == made_of:
             return cached[1]
