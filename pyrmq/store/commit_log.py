@@ -90,8 +90,10 @@ class CommitLog:
         self.config = config
         self.mapped_file_queue = MappedFileQueue(config.commit_log_dir(),
                                                  config.mapped_file_size_commit_log, COMMIT_LOG_RESERVE_CHUNK)
-        # next queue offset per "topic-queueId" (store.md §2.2), rebuilt from the CQs at start
-        self.topic_queue_table: dict[str, int] = {}
+        # next queue offset per queue (Apache's "topic-queueId" table, store.md §2.2), rebuilt
+        # from the CQs at start; keyed (topic, queueId) like the consume queue table: no key
+        # string to format and hash per message
+        self.topic_queue_table: dict[tuple[str, int], int] = {}
         self._max_record_size = min(
             config.max_message_size + RECORD_OVERHEAD_ALLOWANCE,
             config.mapped_file_size_commit_log - END_FILE_MIN_BLANK_LENGTH,
@@ -272,7 +274,7 @@ class CommitLog:
         file when it fits there, else -- its size known from that attempt -- into the file
         ``_writable_file`` makes room in. Nothing is written for a record that is refused."""
         born_ip, store_ip, sys_flag, msg_id_prefix = self._hosts(msg)
-        key = f"{msg.topic}-{msg.queue_id}"
+        key = (msg.topic, msg.queue_id)
         table = self.topic_queue_table
         counts = sys_flag & _TRANSACTION_MASK not in _NO_QUEUE_OFFSET_TYPES
         queue_offset = table.get(key, 0) if counts else 0
@@ -347,7 +349,7 @@ class CommitLog:
         if not entries:
             raise AppendError(PutMessageStatus.MESSAGE_ILLEGAL, "empty batch")
         born_ip, store_ip, sys_flag, prefix = self._hosts(batch)
-        key = f"{batch.topic}-{batch.queue_id}"
+        key = (batch.topic, batch.queue_id)
         first_queue_offset = self.topic_queue_table.get(key, 0)
         store_timestamp = now_ms()
         fields = (batch.topic, batch.queue_id, sys_flag, batch.born_timestamp, born_ip, batch.born_host[1],

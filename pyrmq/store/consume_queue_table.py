@@ -124,12 +124,12 @@ class ConsumeQueueTable:
             cq.destroy()
         self.queues.clear()
 
-    def queue_offset_table(self, min_phy_offset: int) -> dict[str, int]:
-        """Next queue offset per ``topic-queueId`` (the commit log's table), after moving each
+    def queue_offset_table(self, min_phy_offset: int) -> dict[tuple[str, int], int]:
+        """Next queue offset per (topic, queueId) (the commit log's table), after moving each
         queue's min offset to its first record still in the commit log."""
-        table: dict[str, int] = {}
-        for (topic, queue_id), cq in self.queues.items():
-            table[f"{topic}-{queue_id}"] = cq.get_max_offset_in_queue()
+        table: dict[tuple[str, int], int] = {}
+        for key, cq in self.queues.items():
+            table[key] = cq.get_max_offset_in_queue()
             cq.correct_min_offset(min_phy_offset)
         return table
 

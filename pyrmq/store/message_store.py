@@ -241,7 +241,7 @@ class DefaultMessageStore:
             os.close(fd)
         fsync_dir(os.path.dirname(cfg.abort_path()) or ".")
 
-    def _count_undispatched(self, table: dict[str, int]) -> None:
+    def _count_undispatched(self, table: dict[tuple[str, int], int]) -> None:
         """Next queue offsets past the records a stalled replay left undispatched (a file could
         not be created at start-up): they hold their queue offsets already, and a new record must
         not take one of them.  Reads the records after the stall only -- none when caught up."""
@@ -255,7 +255,7 @@ class DefaultMessageStore:
                                   file_from_offset=mf.file_from_offset, check_crc=False)
             for record in walker:
                 if record.sys_flag & _TRANSACTION_MASK in _QUEUED_TYPES:
-                    key = f"{record.topic}-{record.queue_id}"
+                    key = (record.topic, record.queue_id)
                     table[key] = max(table.get(key, 0), record.queue_offset + 1)
             if walker.end is not WalkEnd.END_OF_FILE and walker.position < mf.file_size:
                 return
@@ -402,7 +402,7 @@ class DefaultMessageStore:
 
     def _next_queue_offset(self, topic: str, queue_id: int) -> int:
         """The queue offset the next record of ``topic``/``queue_id`` gets."""
-        return self._commit_log.topic_queue_table.get(f"{topic}-{queue_id}", 0)
+        return self._commit_log.topic_queue_table.get((topic, queue_id), 0)
 
     def _refused(self, topic: str, status: PutMessageStatus, why: object) -> PutMessageStatus:
         """A put the store cannot place: logged at most once a second (a full disk refuses every
@@ -713,7 +713,7 @@ class DefaultMessageStore:
 
     def _forget_queues(self, dropped: list[tuple[str, int]]) -> None:
         for topic, queue_id in dropped:
-            self._commit_log.topic_queue_table.pop(f"{topic}-{queue_id}", None)
+            self._commit_log.topic_queue_table.pop((topic, queue_id), None)
 
     def clean_unused_topics(self, keep: set[str]) -> list[str]:
         """CLEAN_UNUSED_TOPIC: drop the consume queues of every topic not in ``keep`` (the broker's

@@ -144,7 +144,7 @@ def test_queue_offsets_per_topic_queue(store):
         assert store.put_message(make_msg(queue_id=0)).append_result.logics_offset == i
     assert store.put_message(make_msg(queue_id=1)).append_result.logics_offset == 0
     assert store.put_message(make_msg(topic="Other")).append_result.logics_offset == 0
-    assert store.commit_log.topic_queue_table == {"TopicTest-0": 3, "TopicTest-1": 1, "Other-0": 1}
+    assert store.commit_log.topic_queue_table == {("TopicTest", 0): 3, ("TopicTest", 1): 1, ("Other", 0): 1}
 
 
 def test_prepared_and_rollback_do_not_advance_or_dispatch(store):
@@ -185,7 +185,7 @@ def test_batch_each_entry_is_a_record(store):
     assert g.status is GetMessageStatus.FOUND and g.message_count == 5
     units = list(store.find_consume_queue("TopicTest", 0).iter_units(1))
     assert [u[2] for u in units] == [tags_string_to_tags_code(f"t{i}") for i in range(5)]
-    assert store.commit_log.topic_queue_table["TopicTest-0"] == 6
+    assert store.commit_log.topic_queue_table[("TopicTest", 0)] == 6
 
 
 def test_batch_never_spans_files(store, config):

@@ -210,7 +210,7 @@ def test_recovery_across_files_with_blank_records(tmp_path):
         try:
             assert s.get_max_phy_offset() == res[-1].wrote_offset + res[-1].wrote_bytes
             assert [s.get_max_offset_in_queue("TopicTest", q) for q in range(3)] == [20, 20, 20]
-            assert s.commit_log.topic_queue_table == {f"TopicTest-{q}": 20 for q in range(3)}
+            assert s.commit_log.topic_queue_table == {("TopicTest", q): 20 for q in range(3)}
         finally:
             s.shutdown()
     # torn first record of the newest file: that file empties, earlier files intact
