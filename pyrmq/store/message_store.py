@@ -712,8 +712,9 @@ class DefaultMessageStore:
         self._forget_queues(self.consume_queues.delete_topics(topics))
 
     def _forget_queues(self, dropped: list[tuple[str, int]]) -> None:
-        for topic, queue_id in dropped:
-            self._commit_log.topic_queue_table.pop((topic, queue_id), None)
+        table = self._commit_log.topic_queue_table
+        for key in dropped:   # (topic, queueId): the offset table's own keys
+            table.pop(key, None)
 
     def clean_unused_topics(self, keep: set[str]) -> list[str]:
         """CLEAN_UNUSED_TOPIC: drop the consume queues of every topic not in ``keep`` (the broker's
