@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter, defaultdict
 
-from compat_tests.servers import Server
+from compat_tests.servers import Server, remoting_call
+
+QUERY_CONSUMER_OFFSET = 14
+UPDATE_CONSUMER_OFFSET = 15
 
 
 def decode_offset_msg_id(offset_msg_id: str) -> tuple[str, int, int]:
@@ -13,6 +17,41 @@ def decode_offset_msg_id(offset_msg_id: str) -> tuple[str, int, int]:
     raw = bytes.fromhex(offset_msg_id)
     host = ".".join(str(b) for b in raw[:4])
     return host, int.from_bytes(raw[4:8], "big"), int.from_bytes(raw[8:16], "big")
+
+
+def committed_offsets(server: Server, group: str, topic: str, queues: int = 4) -> dict[int, int | None]:
+    """QUERY_CONSUMER_OFFSET per queue, straight to the broker; None where nothing is committed."""
+    out: dict[int, int | None] = {}
+    for q in range(queues):
+        header, _ = remoting_call((server.config.host, server.config.ports.listen), QUERY_CONSUMER_OFFSET,
+                                  {"consumerGroup": group, "topic": topic, "queueId": str(q)})
+        out[q] = int(header["extFields"]["offset"]) if header["code"] == 0 else None
+    return out
+
+
+def seed_group_offset(server: Server, group: str, topic: str) -> None:
+    """Commit offset 0 of queue 0 for a group that has consumed nothing yet, synchronously.
+
+    A consumer commits all its queues at once at shutdown (oneway UPDATE_CONSUMER_OFFSET frames).
+    Apache 4.9.7 handles them on several threads, and the first commits of a topic and group race
+    to create its offset table (ConsumerOffsetManager.commitOffset, unsynchronized; fixed in 5.x,
+    apache/rocketmq#9149): one queue's offset can be lost, and its messages come again. Seeding
+    the table first takes that race out of a scenario; on any broker, offset 0 is where a new
+    group starts anyway."""
+    header, _ = remoting_call((server.config.host, server.config.ports.listen), UPDATE_CONSUMER_OFFSET,
+                              {"consumerGroup": group, "topic": topic, "queueId": "0", "commitOffset": "0"})
+    assert header["code"] == 0, f"UPDATE_CONSUMER_OFFSET {header}"
+
+
+def wait_committed_offsets(server: Server, group: str, topic: str, expected: dict[int, int],
+                           timeout: float = 10.0) -> None:
+    """Until the broker holds exactly `expected` for the group. Clients commit with a oneway
+    UPDATE_CONSUMER_OFFSET (at shutdown too), so their process can exit before the broker has
+    read it: a scenario that stops the broker next must wait for the commit to land first."""
+    deadline = time.monotonic() + timeout
+    while (offsets := committed_offsets(server, group, topic, len(expected))) != expected:
+        assert time.monotonic() < deadline, f"committed {offsets}, consumed {expected}"
+        time.sleep(0.1)
 
 
 def assert_sent_ok(sent: list[dict], count: int, server: Server) -> None:

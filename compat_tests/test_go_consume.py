@@ -10,13 +10,17 @@ waits are generous while the assertions are exact.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from compat_tests import goclient
-from compat_tests.checks import assert_dense_queues, assert_received_exactly, assert_sent_ok, assert_two_consumers_split
-from compat_tests.servers import remoting_call
+from compat_tests.checks import (
+    assert_dense_queues,
+    assert_received_exactly,
+    assert_sent_ok,
+    assert_two_consumers_split,
+    seed_group_offset,
+    wait_committed_offsets,
+)
 
 pytestmark = pytest.mark.compat
 
@@ -96,33 +100,18 @@ def test_go_pull_consumer_poll(server, go_client, names):
     assert_received_exactly(produced.sent, consumed.received)
 
 
-QUERY_CONSUMER_OFFSET = 14
-
-
-def _committed_offsets(server, group, topic, queues=4):
-    """QUERY_CONSUMER_OFFSET per queue, straight to the broker; None where nothing is committed."""
-    out = {}
-    for q in range(queues):
-        header, _ = remoting_call((server.config.host, server.config.ports.listen), QUERY_CONSUMER_OFFSET,
-                                  {"consumerGroup": group, "topic": topic, "queueId": str(q)})
-        out[q] = int(header["extFields"]["offset"]) if header["code"] == 0 else None
-    return out
-
-
 def test_go_consumer_group_resumes_from_committed_offsets(server, go_client, names):
     """The Go consumer commits with UPDATE_CONSUMER_OFFSET (15, oneway: every 5 s and at shutdown,
     just before it closes the connection). The broker holds exactly the consumed offsets, and the
     next consumer of the group gets only what was sent afterwards."""
     first = _produce(go_client, server, names, count=20)
+    seed_group_offset(server, names.group, names.topic)
     consumed = go_client.run("push-consume", namesrv=server.namesrv_addr, topic=names.topic, group=names.group,
                              count=20, idle_ms=500)
     assert consumed.summary["complete"], consumed.describe()
     assert_received_exactly(first.sent, consumed.received)
     per_queue = {q: sum(1 for e in first.sent if e["queueId"] == q) for q in range(4)}
-    deadline = time.monotonic() + 10
-    while (offsets := _committed_offsets(server, names.group, names.topic)) != per_queue:
-        assert time.monotonic() < deadline, f"committed {offsets}, consumed {per_queue}"
-        time.sleep(0.1)
+    wait_committed_offsets(server, names.group, names.topic, per_queue)
 
     second = go_client.run("send-sync", namesrv=server.namesrv_addr, topic=names.topic, count=10, first=20,
                            tags=TAGS)

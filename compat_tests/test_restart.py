@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from compat_tests.checks import assert_received_exactly, assert_sent_ok
+from compat_tests.checks import assert_received_exactly, assert_sent_ok, seed_group_offset, wait_committed_offsets
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
 
@@ -15,9 +15,14 @@ def test_consumer_offsets_survive_restart(server_factory, java_client, names):
     first = java_client.run("produce", namesrv=server.namesrv_addr, topic=names.topic, mode="sync", count=20,
                             body_prefix="before")
     assert_sent_ok(first.sent, 20, server)
+    seed_group_offset(server, names.group, names.topic)
     consumed = java_client.run("consume", namesrv=server.namesrv_addr, topic=names.topic, group=names.group,
                                count=20, idle_ms=1000)
     assert_received_exactly(first.sent, consumed.received)
+    # The consumer's last commits are oneway frames sent as it shuts down: stop the broker only
+    # once it holds them.
+    per_queue = {q: sum(1 for e in first.sent if e["queueId"] == q) for q in range(4)}
+    wait_committed_offsets(server, names.group, names.topic, per_queue)
 
     exit_code = server.restart()
     assert exit_code in server.graceful_exit_codes, f"exit code {exit_code} after SIGTERM"
