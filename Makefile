@@ -7,8 +7,9 @@ PY := $(VENV)/bin/python
 
 .PHONY: standalone test bench fuzz clean docker-images
 
-# The C extension (pyrmq/codec/_native.c) is compiled by the editable install: rebuilt when it changes.
-$(VENV)/.installed: pyproject.toml pyrmq/codec/_native.c
+# The C extensions (pyrmq/codec/_native.c, pyrmq/store/_syncer.c) are compiled by the editable install:
+# rebuilt when one changes.
+$(VENV)/.installed: pyproject.toml pyrmq/codec/_native.c pyrmq/store/_syncer.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -U pip
 	$(PY) -m pip install -q -e ".[test,spark]"

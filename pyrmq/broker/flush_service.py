@@ -9,6 +9,11 @@ commit answers the tickets it covers together, and as records are appended in or
 in order of offset and of deadline both, so releasing and expiring them only looks at the head
 of one deque.  A send that also waits for something else (a slave, a topic being written) awaits
 ``wait_flushed`` in a task of its own.
+The loop sees a finished sync only when it next polls, after the burst of requests it is
+handling; meanwhile each SYNC send asks the syncer (one lock-free look) whether the sync of the
+plan's last file has ended, and the first send that finds it so records the plan and answers the
+sends it covered, written at once (not after the burst), without waiting for the group commit's
+task, which still starts the next sync.
 As Apache's GroupCommitService, a flush also runs every ``GROUP_COMMIT_IDLE_S`` while records
 are unflushed and nobody waits (sends that did not ask to wait).
 ASYNC_FLUSH: the commit log is flushed every ``flushIntervalCommitLog`` ms once
@@ -34,6 +39,7 @@ from pyrmq.common.guard import ServiceGuard
 from pyrmq.common.offset_waiters import OffsetWaiters
 from pyrmq.remoting.channel import Channel
 from pyrmq.store.file_syncer import FileSyncer, new_syncer
+from pyrmq.store.mapped_file_queue import FlushPlan
 from pyrmq.store.message_store import DefaultMessageStore, FlushDiskType, MessageStoreConfig
 
 log = logging.getLogger(__name__)
@@ -82,6 +88,9 @@ class FlushService:
         self._ticket_added = trio.Event()   # the expiry task sleeps on it while there is none
         self._wake = trio.Event()
         self.group_commits = 0
+        # The plan whose last file the syncer is syncing: a send may record it once synced.
+        self._syncing: tuple[FileSyncer, FlushPlan] | None = None
+        self.recorded_by_sends = 0
 
     @property
     def pending_waiters(self) -> int:
@@ -93,6 +102,11 @@ class FlushService:
         """SEND_OK for ``request`` once the commit log is flushed past ``next_offset``: now when it
         is, else None and the group commit answers on ``channel`` (FLUSH_DISK_TIMEOUT after
         syncFlushTimeout). Called on the loop right after the append, so offsets only grow."""
+        syncing = self._syncing
+        if syncing is not None and syncing[0].synced():
+            self._syncing = None
+            self.recorded_by_sends += 1
+            self._record(syncing[1], now=True)
         if self._waiters.reached >= next_offset:
             return request.response(ResponseCode.SUCCESS, ext_fields=ext)
         if not self._tickets:
@@ -147,35 +161,51 @@ class FlushService:
             before = self.store.flushed_offset
             flushed = await self._sync_commit_log(syncer)
             self.group_commits += 1
-            self._waiters.release(flushed)
-            self._release_tickets(flushed)
             if not self.pending_waiters or flushed <= before:
                 return   # all answered, or the flush covered none of them: retried after a pause
 
     async def _sync_commit_log(self, syncer: FileSyncer) -> int:
         """Sync the commit log's files holding unflushed records, each by ``syncer``'s thread
-        while the loop goes on; returns the flushed offset."""
+        while the loop goes on, and answer the sends they cover; returns the flushed offset."""
         store = self.store
         plan = store.commit_log_flush_plan()
         if plan is None:
-            return store.flushed_offset
+            return self._answer(store.flushed_offset)
+        last = plan.files[-1] if plan.files else None
         for mf in plan.each_file():
             syncer.start(mf.fd)
-            # The thread syncs a duplicate of the file's descriptor: even a cancelled group
-            # commit (a stop) waits for that to end, as a worker thread's call would be waited for.
-            with trio.CancelScope(shield=True):
-                await trio.lowlevel.wait_readable(syncer.fileno())
+            if mf is last:
+                self._syncing = (syncer, plan)
+            try:
+                # The thread syncs a duplicate of the file's descriptor: even a cancelled group
+                # commit (a stop) waits for that to end, as a worker thread's call would be waited for.
+                with trio.CancelScope(shield=True):
+                    await trio.lowlevel.wait_readable(syncer.fileno())
+            finally:
+                self._syncing = None
             syncer.finish()
-        return store.commit_log_flushed_by(plan)
+        # Again when a send recorded it already: recording a plan twice changes nothing.
+        return self._record(plan)
 
-    def _release_tickets(self, flushed: int) -> None:
+    def _record(self, plan: FlushPlan, now: bool = False) -> int:
+        """Record ``plan`` as synced and answer the sends it covers (``now``: even on a channel
+        whose reader is mid-batch); returns the flushed offset."""
+        return self._answer(self.store.commit_log_flushed_by(plan), now)
+
+    def _answer(self, flushed: int, now: bool = False) -> int:
+        """Answer the sends the commit log flushed to ``flushed`` covers; returns ``flushed``."""
+        self._waiters.release(flushed)
+        self._release_tickets(flushed, now)
+        return flushed
+
+    def _release_tickets(self, flushed: int, now: bool = False) -> None:
         tickets = self._tickets
         answers = []
         while tickets and tickets[0].next_offset <= flushed:
             t = tickets.popleft()
             answers.append((t.channel, t.request.response(ResponseCode.SUCCESS, ext_fields=t.ext)))
         if answers:
-            Channel.send_responses(answers)
+            Channel.send_responses(answers, now=now)
 
     async def _ticket_expiry_loop(self) -> None:
         """Answer FLUSH_DISK_TIMEOUT to the tickets whose deadline passed (the oldest first)."""

@@ -191,9 +191,11 @@ class Channel:
         self._send_response(response)
 
     @staticmethod
-    def send_responses(answers: Iterable[tuple[Channel, RemotingCommand]]) -> None:
+    def send_responses(answers: Iterable[tuple[Channel, RemotingCommand]], *, now: bool = False) -> None:
         """``send_response`` for many answers at once (a group commit's sends): every channel's
-        answers are queued first, then written together -- one write per channel, not per answer."""
+        answers are queued first, then written together -- one write per channel, not per answer.
+        ``now``: written even on a channel whose reader is mid-batch (with what that batch has
+        answered so far), not after the batch."""
         channels: dict[int, Channel] = {}
         for channel, response in answers:
             held, channel._reading_batch = channel._reading_batch, True
@@ -203,7 +205,7 @@ class Channel:
                 channel._reading_batch = held
             channels[id(channel)] = channel
         for channel in channels.values():
-            if not channel._reading_batch:   # a reader mid-batch writes them after its batch
+            if now or not channel._reading_batch:   # a reader mid-batch writes them after its batch
                 channel._write_now()
 
     def _send_response(self, response: RemotingCommand) -> None:

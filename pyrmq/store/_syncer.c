@@ -33,6 +33,8 @@ typedef struct {
     int error;              /* errno of the last sync, 0 when it succeeded */
     int stopping;
     int busy;               /* started and not finished (only the caller's thread touches it) */
+    int synced_ok;          /* the started sync ended without error: read without the lock
+                             * (atomics), so a send can ask on the loop for nearly nothing */
 } SyncerObject;
 
 static void *syncer_main(void *arg)
@@ -55,6 +57,7 @@ static void *syncer_main(void *arg)
         pthread_mutex_lock(&self->lock);
         self->fd = -1;
         self->error = error;
+        __atomic_store_n(&self->synced_ok, error == 0, __ATOMIC_RELEASE);
         uint64_t one = 1;
         /* an eventfd counter cannot overflow at one increment per sync; nothing to do if it did */
         (void)!write(self->event_fd, &one, sizeof one);
@@ -147,6 +150,7 @@ static PyObject *Syncer_start(SyncerObject *self, PyObject *arg)
     int dup = fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (dup < 0)
         return PyErr_SetFromErrno(PyExc_OSError);
+    __atomic_store_n(&self->synced_ok, 0, __ATOMIC_RELAXED);   /* before the thread may set it */
     pthread_mutex_lock(&self->lock);
     self->fd = dup;
     self->error = 0;
@@ -186,6 +190,16 @@ static PyObject *Syncer_finish(SyncerObject *self, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(Syncer_synced_doc,
+"synced()\n--\n\n"
+"True once the sync start() began has ended without error, until the next start(): a\n"
+"look that changes nothing (finish() is still due) and takes no lock.");
+
+static PyObject *Syncer_synced(SyncerObject *self, PyObject *Py_UNUSED(ignored))
+{
+    return PyBool_FromLong(self->busy && __atomic_load_n(&self->synced_ok, __ATOMIC_ACQUIRE));
+}
+
 PyDoc_STRVAR(Syncer_fileno_doc,
 "fileno()\n--\n\n"
 "The eventfd that becomes readable when a started sync is done.");
@@ -212,6 +226,7 @@ static PyObject *Syncer_close(SyncerObject *self, PyObject *Py_UNUSED(ignored))
 static PyMethodDef Syncer_methods[] = {
     {"start", (PyCFunction)Syncer_start, METH_O, Syncer_start_doc},
     {"finish", (PyCFunction)Syncer_finish, METH_NOARGS, Syncer_finish_doc},
+    {"synced", (PyCFunction)Syncer_synced, METH_NOARGS, Syncer_synced_doc},
     {"fileno", (PyCFunction)Syncer_fileno, METH_NOARGS, Syncer_fileno_doc},
     {"close", (PyCFunction)Syncer_close, METH_NOARGS, Syncer_close_doc},
     {NULL, NULL, 0, NULL},

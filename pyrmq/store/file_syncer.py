@@ -9,7 +9,8 @@ does the same.
 
 The interface of both: ``start(fd)`` (the file is synced through a duplicate of ``fd``, so
 closing ``fd`` meanwhile does no harm), ``fileno()`` readable once done, ``finish()`` (None, or
-the sync's OSError), ``close()``. One sync at a time.
+the sync's OSError), ``synced()`` (True once it ended without error, a look that consumes
+nothing: ``finish()`` is still due), ``close()``. One sync at a time.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pyrmq.codec.native import load_extension
 class FileSyncer(Protocol):
     def start(self, fd: int) -> None: ...
     def finish(self) -> None: ...
+    def synced(self) -> bool: ...
     def fileno(self) -> int: ...
     def close(self) -> None: ...
 
@@ -40,6 +42,7 @@ class ThreadSyncer:
         self._error = 0
         self._stopping = False
         self._busy = False
+        self._synced_ok = False   # set by the thread, read by synced() (one attribute: atomic under the GIL)
         self._thread = threading.Thread(target=self._run, name="pyrmq-syncer", daemon=True)
         self._thread.start()
 
@@ -63,6 +66,7 @@ class ThreadSyncer:
                     cond.acquire()
                 self._fd = -1
                 self._error = error
+                self._synced_ok = error == 0
                 os.eventfd_write(self._event_fd, 1)
 
     def start(self, fd: int) -> None:
@@ -71,6 +75,7 @@ class ThreadSyncer:
         if self._busy:
             raise RuntimeError("a sync is already under way: finish() it first")
         dup = os.dup(fd)
+        self._synced_ok = False
         with self._cond:
             self._fd = dup
             self._error = 0
@@ -89,6 +94,9 @@ class ThreadSyncer:
             error = self._error
         if error:
             raise OSError(error, os.strerror(error))
+
+    def synced(self) -> bool:
+        return self._busy and self._synced_ok
 
     def fileno(self) -> int:
         if self._event_fd < 0:

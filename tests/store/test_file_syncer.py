@@ -68,6 +68,29 @@ def test_a_sync_ends_readable_and_finishes_once(syncer, fd):
         syncer.finish()
 
 
+def test_synced_says_a_sync_ended_well_and_consumes_nothing(syncer, fd):
+    """synced(): True from a successful sync's end until the next start, False for a failed
+    one; the end stays to be finished (fileno() still readable)."""
+    os.write(fd, b"x" * 4096)
+    assert not syncer.synced()   # nothing started
+    syncer.start(fd)
+    assert _readable(syncer)
+    assert syncer.synced() and syncer.synced()
+    assert _readable(syncer, 0)   # the look read nothing
+    syncer.finish()
+    assert not syncer.synced()   # finished: no sync to speak of
+    read_end, write_end = os.pipe()   # fdatasync of a pipe: EINVAL
+    try:
+        syncer.start(read_end)
+        assert _readable(syncer)
+        assert not syncer.synced()
+        with pytest.raises(OSError):
+            syncer.finish()
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
 def test_one_sync_at_a_time(syncer, fd):
     syncer.start(fd)
     with pytest.raises(RuntimeError, match="already under way"):
