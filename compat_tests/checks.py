@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 
 from compat_tests.servers import Server, remoting_call
 
+# Request and response codes (spec/codes.md).
 QUERY_CONSUMER_OFFSET = 14
 UPDATE_CONSUMER_OFFSET = 15
+QUERY_NOT_FOUND = 22
 
 
 def decode_offset_msg_id(offset_msg_id: str) -> tuple[str, int, int]:
@@ -19,14 +22,32 @@ def decode_offset_msg_id(offset_msg_id: str) -> tuple[str, int, int]:
     return host, int.from_bytes(raw[4:8], "big"), int.from_bytes(raw[8:16], "big")
 
 
-def committed_offsets(server: Server, group: str, topic: str, queues: int = 4) -> dict[int, int | None]:
-    """QUERY_CONSUMER_OFFSET per queue, straight to the broker; None where nothing is committed."""
-    out: dict[int, int | None] = {}
-    for q in range(queues):
-        header, _ = remoting_call((server.config.host, server.config.ports.listen), QUERY_CONSUMER_OFFSET,
-                                  {"consumerGroup": group, "topic": topic, "queueId": str(q)})
-        out[q] = int(header["extFields"]["offset"]) if header["code"] == 0 else None
-    return out
+def consumer_offset(addr: tuple[str, int], group: str, topic: str, queue_id: int) -> int | None:
+    """QUERY_CONSUMER_OFFSET straight to the broker at ``addr``; None when it has no offset for
+    the group and queue."""
+    header, _ = remoting_call(addr, QUERY_CONSUMER_OFFSET,
+                              {"consumerGroup": group, "topic": topic, "queueId": str(queue_id)})
+    if header.get("code") == QUERY_NOT_FOUND:
+        return None
+    assert header.get("code") == 0, f"{addr}: QUERY_CONSUMER_OFFSET {header}"
+    return int(header["extFields"]["offset"])
+
+
+def wait_consumer_offsets_at(addr: tuple[str, int], group: str, topic: str, expected: dict[int, int],
+                             timeout: float = 10.0, check: Callable[[], object] = lambda: None,
+                             describe: Callable[[], str] = lambda: "") -> float:
+    """Until the broker at ``addr`` holds exactly ``expected`` (queue id -> offset) for the
+    group; returns the seconds it took. ``check`` runs before each look (a dead broker fails at
+    once), ``describe`` adds to the failure (a log tail)."""
+    start = time.monotonic()
+    have: dict[int, int | None] = {}
+    while time.monotonic() < start + timeout:
+        check()
+        have = {q: consumer_offset(addr, group, topic, q) for q in expected}
+        if have == expected:
+            return time.monotonic() - start
+        time.sleep(0.1)
+    raise AssertionError(f"{addr}: offsets of {group} are {have}, expected {expected}\n{describe()}")
 
 
 def seed_group_offset(server: Server, group: str, topic: str) -> None:
@@ -45,13 +66,10 @@ def seed_group_offset(server: Server, group: str, topic: str) -> None:
 
 def wait_committed_offsets(server: Server, group: str, topic: str, expected: dict[int, int],
                            timeout: float = 10.0) -> None:
-    """Until the broker holds exactly `expected` for the group. Clients commit with a oneway
+    """Until ``server`` holds exactly ``expected`` for the group. Clients commit with a oneway
     UPDATE_CONSUMER_OFFSET (at shutdown too), so their process can exit before the broker has
     read it: a scenario that stops the broker next must wait for the commit to land first."""
-    deadline = time.monotonic() + timeout
-    while (offsets := committed_offsets(server, group, topic, len(expected))) != expected:
-        assert time.monotonic() < deadline, f"committed {offsets}, consumed {expected}"
-        time.sleep(0.1)
+    wait_consumer_offsets_at((server.config.host, server.config.ports.listen), group, topic, expected, timeout)
 
 
 def assert_sent_ok(sent: list[dict], count: int, server: Server) -> None:

@@ -23,15 +23,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from compat_tests.checks import wait_consumer_offsets_at
 from compat_tests.cluster import Broker, BrokerSpec, Cluster, NameServer, lenient_json
 from compat_tests.servers import LOOPBACK, ProbeError, remoting_call
 
 # Request codes (spec/codes.md).
-QUERY_CONSUMER_OFFSET = 14
 UPDATE_AND_CREATE_TOPIC = 17
 GET_ALL_TOPIC_CONFIG = 21
 GET_BROKER_RUNTIME_INFO = 28
-QUERY_NOT_FOUND = 22
 
 BROKER_NAME = "broker-ha"
 # Small commit log files: a few hundred 1 KiB messages fill one, so the "new slave starts at the
@@ -162,28 +161,11 @@ def wait_topic_on(broker: Broker, topic: str, timeout: float = 25.0) -> float:
     raise AssertionError(f"{broker} never had topic {topic} in {timeout}s\n{broker.log_tail()}")
 
 
-def consumer_offset(broker: Broker, group: str, topic: str, queue_id: int) -> int | None:
-    """QUERY_CONSUMER_OFFSET on one broker; None when it has no offset for the group and queue."""
-    header, _ = broker_call(broker, QUERY_CONSUMER_OFFSET,
-                            {"consumerGroup": group, "topic": topic, "queueId": str(queue_id)})
-    if header.get("code") == QUERY_NOT_FOUND:
-        return None
-    assert header.get("code") == 0, f"{broker}: QUERY_CONSUMER_OFFSET {header}"
-    return int(header["extFields"]["offset"])
-
-
 def wait_consumer_offsets(broker: Broker, group: str, topic: str, expected: dict[int, int],
                           timeout: float = 30.0) -> float:
     """Until the broker's committed offsets of the group are ``expected`` (queue id -> offset)."""
-    start = time.monotonic()
-    have: dict[int, int | None] = {}
-    while time.monotonic() < start + timeout:
-        broker.check_alive()
-        have = {q: consumer_offset(broker, group, topic, q) for q in expected}
-        if have == expected:
-            return time.monotonic() - start
-        time.sleep(0.2)
-    raise AssertionError(f"{broker}: offsets of {group} are {have}, expected {expected}\n{broker.log_tail()}")
+    return wait_consumer_offsets_at((LOOPBACK, broker.spec.listen_port), group, topic, expected, timeout,
+                                    check=broker.check_alive, describe=broker.log_tail)
 
 
 # --------------------------------------------------------------------------------------- processes

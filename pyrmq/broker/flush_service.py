@@ -88,8 +88,9 @@ class FlushService:
         self._ticket_added = trio.Event()   # the expiry task sleeps on it while there is none
         self._wake = trio.Event()
         self.group_commits = 0
+        self._syncer: FileSyncer | None = None   # the group commit's, while its loop runs
         # The plan whose last file the syncer is syncing: a send may record it once synced.
-        self._syncing: tuple[FileSyncer, FlushPlan] | None = None
+        self._syncing: FlushPlan | None = None
         self.recorded_by_sends = 0
 
     @property
@@ -102,11 +103,11 @@ class FlushService:
         """SEND_OK for ``request`` once the commit log is flushed past ``next_offset``: now when it
         is, else None and the group commit answers on ``channel`` (FLUSH_DISK_TIMEOUT after
         syncFlushTimeout). Called on the loop right after the append, so offsets only grow."""
-        syncing = self._syncing
-        if syncing is not None and syncing[0].synced():
+        plan, syncer = self._syncing, self._syncer
+        if plan is not None and syncer is not None and syncer.synced():
             self._syncing = None
             self.recorded_by_sends += 1
-            self._record(syncing[1], now=True)
+            self._record(plan, now=True)
         if self._waiters.reached >= next_offset:
             return request.response(ResponseCode.SUCCESS, ext_fields=ext)
         if not self._tickets:
@@ -136,7 +137,7 @@ class FlushService:
     async def _group_commit_loop(self) -> None:
         guard = ServiceGuard("group commit (SYNC_FLUSH)", log)
         store = self.store
-        syncer = new_syncer()
+        syncer = self._syncer = new_syncer()
         try:
             while True:
                 with trio.move_on_after(GROUP_COMMIT_IDLE_S):
@@ -152,6 +153,7 @@ class FlushService:
                     await trio.sleep(FLUSH_RETRY_S)
                     self._wake.set()
         finally:
+            self._syncer = None
             syncer.close()   # no sync under way: each is awaited to its end, shielded
 
     async def _commit_waiters(self, syncer: FileSyncer) -> None:
@@ -175,7 +177,7 @@ class FlushService:
         for mf in plan.each_file():
             syncer.start(mf.fd)
             if mf is last:
-                self._syncing = (syncer, plan)
+                self._syncing = plan
             try:
                 # The thread syncs a duplicate of the file's descriptor: even a cancelled group
                 # commit (a stop) waits for that to end, as a worker thread's call would be waited for.
