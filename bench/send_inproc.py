@@ -75,9 +75,9 @@ async def measure(args: argparse.Namespace) -> float:
                 put = store.put_messages if args.batch else store.put_message
                 canned = []
 
-                def put_once(msg):
+                def put_once(msg, unit_room=False):
                     if not canned:
-                        canned.append(put(msg))
+                        canned.append(put(msg, unit_room))
                     return canned[0]
                 store.put_message = store.put_messages = put_once
 

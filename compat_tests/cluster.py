@@ -36,7 +36,6 @@ from compat_tests.servers import (
     AUTO_CREATE_TOPIC_KEY,
     GET_MAX_OFFSET,
     GET_ROUTEINFO_BY_TOPIC,
-    JAVA_OPENS,
     LOGBACK_TEMPLATE,
     LOOPBACK,
     PORT_RANGE,
@@ -44,6 +43,7 @@ from compat_tests.servers import (
     START_TIMEOUT_S,
     STOP_TIMEOUT_S,
     ProbeError,
+    apache_jvm,
     tail_of,
     spawn_logged,
     remoting_call,
@@ -176,14 +176,6 @@ def _wait_listening(node: Node, port: int, timeout: float) -> None:
 
 # --------------------------------------------------------------------------------------- Apache JVM
 
-def _apache_jvm(classpath: str, home: Path) -> list[str]:
-    return ["java", "-Xms256m", "-Xmx256m", "-XX:MaxDirectMemorySize=256m", "-XX:+UseSerialGC",
-            f"-Duser.home={home}", f"-Drocketmq.home.dir={home}",
-            "-Drocketmq.broker.diskSpaceWarningLevelRatio=0.98",
-            "-Drocketmq.broker.diskSpaceCleanForciblyRatio=0.98",
-            *JAVA_OPENS, "-cp", classpath]
-
-
 def _apache_logging(node: Node, role: str) -> Path:
     """ROCKETMQ_HOME/conf/logback_<role>.xml sending everything to <workdir>/logs/<role>.log."""
     log_file = node.workdir / "logs" / f"{role}.log"
@@ -265,7 +257,7 @@ class ApacheNameServer(NameServer):
         return dict(super().env(), ROCKETMQ_HOME=str(self.home))
 
     def argv(self) -> list[str]:
-        return _apache_jvm(self.classpath, self.home) + [
+        return apache_jvm("java", self.classpath, self.home) + [
             "org.apache.rocketmq.namesrv.NamesrvStartup", "-c", str(self.conf_path)]
 
     def log_files(self) -> list[Path]:
@@ -390,7 +382,7 @@ class ApacheBroker(Broker):
             "diskMaxUsedSpaceRatio": "95",
         }))
         self.boots_before = self._boot_lines()
-        return _apache_jvm(self.classpath, self.home) + [
+        return apache_jvm("java", self.classpath, self.home) + [
             "org.apache.rocketmq.broker.BrokerStartup", "-c", str(self.conf_path), "-n", self.spec.namesrv_addr]
 
     def _boot_lines(self) -> int:

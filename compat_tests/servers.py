@@ -500,6 +500,24 @@ JAVA_OPENS = [
     "--add-exports=java.base/jdk.internal.ref=ALL-UNNAMED",
 ]
 
+
+def apache_jvm(java: str, classpath: str, home: Path, *properties: str) -> list[str]:
+    """The JVM command line of an Apache NameServer or broker living under ``home``, up to its
+    main class; ``properties``: more -D flags (a later -D of a name wins).
+
+    ``java.io.tmpdir`` is ``home/tmp``: with TLS permissive (Apache's default) every server
+    start writes a self-signed key and certificate there (Netty's ``keyutil_*`` files) and never
+    deletes them; under the default ``/tmp`` each test run left some 80 behind."""
+    tmp = home / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    return [java, "-Xms256m", "-Xmx256m", "-XX:MaxDirectMemorySize=256m", "-XX:+UseSerialGC",
+            f"-Duser.home={home}", f"-Drocketmq.home.dir={home}", f"-Djava.io.tmpdir={tmp}",
+            # The store refuses writes when the disk is fuller than this (default 90 %).
+            "-Drocketmq.broker.diskSpaceWarningLevelRatio=0.98",
+            "-Drocketmq.broker.diskSpaceCleanForciblyRatio=0.98",
+            *properties, *JAVA_OPENS, "-cp", classpath]
+
+
 LOGBACK_TEMPLATE = """<configuration>
   <appender name="FILE" class="ch.qos.logback.core.FileAppender">
     <file>{log_file}</file>
@@ -552,14 +570,8 @@ class ApacheServer(TwoProcessServer):
         self.broker_out = config.workdir / "broker.out"
 
     def _jvm(self) -> list[str]:
-        home = self.config.home
-        return [self.java, "-Xms256m", "-Xmx256m", "-XX:MaxDirectMemorySize=256m", "-XX:+UseSerialGC",
-                f"-Duser.home={home}", f"-Drocketmq.home.dir={home}",
-                # The store refuses writes when the disk is fuller than this (default 90 %).
-                "-Drocketmq.broker.diskSpaceWarningLevelRatio=0.98",
-                "-Drocketmq.broker.diskSpaceCleanForciblyRatio=0.98",
-                *(f"-D{k}={v}" for k, v in self.config.tls.items()),
-                *JAVA_OPENS, "-cp", self.classpath]
+        return apache_jvm(self.java, self.classpath, self.config.home,
+                          *(f"-D{k}={v}" for k, v in self.config.tls.items()))
 
     def _env(self) -> dict[str, str]:
         return dict(os.environ, ROCKETMQ_HOME=str(self.config.home))
@@ -674,11 +686,7 @@ class TwoBrokerCluster:
     # -- processes
     def _jvm(self, home: Path) -> list[str]:
         assert self.classpath, "Apache needs the reference classpath"
-        return ["java", "-Xms256m", "-Xmx256m", "-XX:MaxDirectMemorySize=256m", "-XX:+UseSerialGC",
-                f"-Duser.home={home}", f"-Drocketmq.home.dir={home}",
-                "-Drocketmq.broker.diskSpaceWarningLevelRatio=0.98",
-                "-Drocketmq.broker.diskSpaceCleanForciblyRatio=0.98",
-                *JAVA_OPENS, "-cp", self.classpath]
+        return apache_jvm("java", self.classpath, home)
 
     def _spawn(self, argv: list[str], cwd: Path, home: Path, out_path: Path) -> subprocess.Popen:
         return spawn_logged(argv, out_path, cwd=cwd, env=dict(os.environ, HOME=str(home), ROCKETMQ_HOME=str(home)),
