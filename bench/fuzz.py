@@ -52,10 +52,11 @@ def plan(total: int, names: list[str]) -> dict[str, int]:
 def run_worker(name: str, runs: int, seed: int, findings: Path, log_dir: Path) -> dict[str, object]:
     started = time.monotonic()
     log_path = log_dir / f"{name}.log"
-    with open(log_path, "wb") as log:
+    # the corpus is made and removed here: libFuzzer ends the worker with exit(), past any cleanup of its own
+    with open(log_path, "wb") as log, tempfile.TemporaryDirectory(prefix=f"pyrmq-fuzz-corpus-{name}-") as corpus:
         proc = subprocess.run([sys.executable, __file__, "--worker", name, "--runs", str(runs), "--seed", str(seed),
-                               "--findings", str(findings)], stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
-                              env=dict(os.environ, PYTHONHASHSEED=str(seed)))   # same seed, same run
+                               "--findings", str(findings), "--corpus", corpus], stdout=log, stderr=subprocess.STDOUT,
+                              cwd=REPO, env=dict(os.environ, PYTHONHASHSEED=str(seed)))   # same seed, same run
     text = log_path.read_text(errors="replace")
     done = _DONE.search(text)
     signatures = sorted({p.read_text().splitlines()[0] for p in findings.glob(f"{name}-*.txt")})
@@ -76,9 +77,10 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="write the summary here too")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--runs", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--corpus", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker, args.runs, args.seed, args.findings)
+        worker(args.worker, args.runs, args.seed, args.findings, args.corpus)
         return 0   # not reached: libFuzzer exits the process
 
     names = [n for n in args.targets.split(",") if n]
@@ -115,8 +117,9 @@ def main() -> int:
     return 0 if ok else 1
 
 
-def worker(name: str, runs: int, seed: int, findings: Path) -> None:
-    """One target under libFuzzer; never returns."""
+def worker(name: str, runs: int, seed: int, findings: Path, corpus: Path) -> None:
+    """One target under libFuzzer, its corpus growing in ``corpus`` (an empty directory the caller
+    removes); never returns."""
     import hashlib
     import random
 
@@ -127,7 +130,6 @@ def worker(name: str, runs: int, seed: int, findings: Path) -> None:
         from tests.fuzz.targets import all_targets
     target = all_targets()[name]
     seeds = target.seeds()
-    corpus = Path(tempfile.mkdtemp(prefix=f"pyrmq-fuzz-corpus-{name}-"))
     for seed_input in seeds:
         (corpus / hashlib.sha1(seed_input).hexdigest()).write_bytes(seed_input[:target.max_len])
     seen: set[str] = set()
@@ -154,10 +156,7 @@ def worker(name: str, runs: int, seed: int, findings: Path) -> None:
                    "-reload=0", "-rss_limit_mb=4096", f"-artifact_prefix={findings}/{name}-", "-print_final_stats=1",
                    str(corpus)],
                   test_one_input, custom_mutator=custom_mutator)
-    try:
-        atheris.Fuzz()
-    finally:
-        shutil.rmtree(corpus, ignore_errors=True)
+    atheris.Fuzz()
 
 
 if __name__ == "__main__":
