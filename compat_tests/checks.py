@@ -51,6 +51,11 @@ def wait_consumer_offsets_at(addr: tuple[str, int], group: str, topic: str, expe
 
 
 def seed_group_offset(server: Server, group: str, topic: str) -> None:
+    """seed_group_offset_at for a Server."""
+    seed_group_offset_at((server.config.host, server.config.ports.listen), group, topic)
+
+
+def seed_group_offset_at(addr: tuple[str, int], group: str, topic: str) -> None:
     """Commit offset 0 of queue 0 for a group that has consumed nothing yet, synchronously.
 
     A consumer commits all its queues at once at shutdown (oneway UPDATE_CONSUMER_OFFSET frames).
@@ -59,9 +64,9 @@ def seed_group_offset(server: Server, group: str, topic: str) -> None:
     apache/rocketmq#9149): one queue's offset can be lost, and its messages come again. Seeding
     the table first takes that race out of a scenario; on any broker, offset 0 is where a new
     group starts anyway."""
-    header, _ = remoting_call((server.config.host, server.config.ports.listen), UPDATE_CONSUMER_OFFSET,
+    header, _ = remoting_call(addr, UPDATE_CONSUMER_OFFSET,
                               {"consumerGroup": group, "topic": topic, "queueId": "0", "commitOffset": "0"})
-    assert header["code"] == 0, f"UPDATE_CONSUMER_OFFSET {header}"
+    assert header["code"] == 0, f"{addr}: UPDATE_CONSUMER_OFFSET {header}"
 
 
 def wait_committed_offsets(server: Server, group: str, topic: str, expected: dict[int, int],

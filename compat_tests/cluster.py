@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 
 from compat_tests import build
+from compat_tests.checks import wait_consumer_offsets_at
 from compat_tests.javaclient import JavaClient
 from compat_tests.servers import (
     AUTO_CREATE_TOPIC_KEY,
@@ -534,3 +535,17 @@ def next_offsets(*sent_lists: list[dict]) -> dict[tuple[str, int], int]:
             key = (e["broker"], e["queueId"])
             out[key] = max(out.get(key, 0), e["queueOffset"] + 1)
     return out
+
+
+def wait_consumer_offsets(broker: Broker, group: str, topic: str, expected: dict[int, int],
+                          timeout: float = 30.0) -> float:
+    """Until the broker's committed offsets of the group are ``expected`` (queue id -> offset)."""
+    return wait_consumer_offsets_at((LOOPBACK, broker.spec.listen_port), group, topic, expected, timeout,
+                                    check=broker.check_alive, describe=broker.log_tail)
+
+
+def queue_ends(*sent_lists: list[dict]) -> dict[int, int]:
+    """Per queue id: the next queue offset after the sends given, all to one broker."""
+    ends = next_offsets(*sent_lists)
+    assert len({b for b, _ in ends}) <= 1, f"sent to several brokers: {sorted(ends)}"
+    return {q: end for (_, q), end in ends.items()}

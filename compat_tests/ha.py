@@ -23,7 +23,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from compat_tests.checks import wait_consumer_offsets_at
 from compat_tests.cluster import Broker, BrokerSpec, Cluster, NameServer, lenient_json
 from compat_tests.servers import LOOPBACK, ProbeError, remoting_call
 
@@ -159,13 +158,6 @@ def wait_topic_on(broker: Broker, topic: str, timeout: float = 25.0) -> float:
             return time.monotonic() - start
         time.sleep(0.2)
     raise AssertionError(f"{broker} never had topic {topic} in {timeout}s\n{broker.log_tail()}")
-
-
-def wait_consumer_offsets(broker: Broker, group: str, topic: str, expected: dict[int, int],
-                          timeout: float = 30.0) -> float:
-    """Until the broker's committed offsets of the group are ``expected`` (queue id -> offset)."""
-    return wait_consumer_offsets_at((LOOPBACK, broker.spec.listen_port), group, topic, expected, timeout,
-                                    check=broker.check_alive, describe=broker.log_tail)
 
 
 # --------------------------------------------------------------------------------------- processes

@@ -35,6 +35,8 @@ from compat_tests.cluster import (  # noqa: F401  (fixtures)
     client4_fixture,
     cluster_fixture,
     next_offsets,
+    queue_ends,
+    wait_consumer_offsets,
 )
 from compat_tests.ha import (
     BROKER_NAME,
@@ -47,7 +49,6 @@ from compat_tests.ha import (
     start_pair,
     thaw,
     wait_caught_up,
-    wait_consumer_offsets,
     wait_topic_on,
 )
 
@@ -212,7 +213,7 @@ def test_consumers_switch_to_the_slave_and_back_with_offsets_kept(cluster, clien
     assert_acked_by(a.sent, 20, {BROKER_NAME: pair.master.addr})
     first = client4.run("consume", namesrv=ns, topic=topic, group=group, count=20, idle_ms=1000)
     assert_received_exactly(a.sent, first.received)
-    after_a = {q: o for (_, q), o in next_offsets(a.sent).items()}
+    after_a = queue_ends(a.sent)
     wait_consumer_offsets(pair.master, group, topic, after_a, timeout=15)
     offsets_copied_s = wait_consumer_offsets(pair.slave, group, topic, after_a, timeout=25)
 
@@ -240,6 +241,6 @@ def test_consumers_switch_to_the_slave_and_back_with_offsets_kept(cluster, clien
     assert set(bodies) == {e["body"] for e in b.sent + c.sent}, sorted(bodies)
     dups = {body: n for body, n in bodies.items() if n > 1}
     wait_consumer_offsets(pair.master, group, topic,
-                          {q: o for (_, q), o in next_offsets(a.sent, b.sent, c.sent).items()}, timeout=20)
+                          queue_ends(a.sent, b.sent, c.sent), timeout=20)
     print(f"{pair.label}: offsets copied to the slave in {offsets_copied_s:.1f}s; B and C consumed, "
           f"duplicates {dups}")
