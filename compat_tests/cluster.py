@@ -285,6 +285,11 @@ class BrokerSpec:
     def addr(self) -> str:
         return f"{LOOPBACK}:{self.listen_port}"
 
+    @property
+    def endpoint(self) -> tuple[str, int]:
+        """(host, port), as remoting_call takes it."""
+        return LOOPBACK, self.listen_port
+
     def conf(self, more: dict[str, str] | None = None) -> str:
         """broker.conf in Apache RocketMQ's keys, read by both kinds."""
         keys = {
@@ -342,7 +347,7 @@ class Broker(Node):
                 if header.get("code") != 0 or f'"{self.addr}"' not in body.decode("utf-8", "replace"):
                     last = f"TBW102 route: code {header.get('code')} body {body[:300]!r}"
                 else:
-                    remoting_call((LOOPBACK, self.spec.listen_port), GET_MAX_OFFSET,
+                    remoting_call(self.spec.endpoint, GET_MAX_OFFSET,
                                   {"topic": AUTO_CREATE_TOPIC_KEY, "queueId": "0"})
                     if self._booted():
                         return self
@@ -540,7 +545,7 @@ def next_offsets(*sent_lists: list[dict]) -> dict[tuple[str, int], int]:
 def wait_consumer_offsets(broker: Broker, group: str, topic: str, expected: dict[int, int],
                           timeout: float = 30.0) -> float:
     """Until the broker's committed offsets of the group are ``expected`` (queue id -> offset)."""
-    return wait_consumer_offsets_at((LOOPBACK, broker.spec.listen_port), group, topic, expected, timeout,
+    return wait_consumer_offsets_at(broker.spec.endpoint, group, topic, expected, timeout,
                                     check=broker.check_alive, describe=broker.log_tail)
 
 

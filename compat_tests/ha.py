@@ -96,7 +96,7 @@ STATS_SAMPLE_WAIT_S = 15.0
 
 def broker_call(broker: Broker, code: int, fields: dict[str, str] | None = None,
                 timeout: float = 5.0) -> tuple[dict, bytes]:
-    return remoting_call((LOOPBACK, broker.spec.listen_port), code, fields, timeout=timeout)
+    return remoting_call(broker.spec.endpoint, code, fields, timeout=timeout)
 
 
 def runtime_info(broker: Broker) -> dict[str, str]:

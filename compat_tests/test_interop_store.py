@@ -29,7 +29,6 @@ from compat_tests.cluster import (  # noqa: F401  (fixtures)
     wait_consumer_offsets,
 )
 from compat_tests.javaclient import ScenarioResult
-from compat_tests.servers import LOOPBACK
 from pyrmq.codec.store_formats import CQ_UNIT, ext_undecorate, is_ext_addr
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
@@ -68,7 +67,7 @@ def _write(client, namesrv, writer, consume: bool) -> Written:
         # The group's offsets must be on the writer before it stops: seeded first (Apache 4.9.7's
         # race on a group's first commits, see seed_group_offset_at), then waited for, since the
         # consumer's shutdown commits are oneway.
-        seed_group_offset_at((LOOPBACK, writer.spec.listen_port), w.group, w.topic_sync)
+        seed_group_offset_at(writer.spec.endpoint, w.group, w.topic_sync)
         consumed = client.run("consume", namesrv=namesrv.addr, topic=w.topic_sync, group=w.group, count=40,
                               idle_ms=1000)
         assert_received_exactly(w.first.sent, consumed.received)
